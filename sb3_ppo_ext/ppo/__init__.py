@@ -1,0 +1,3 @@
+from sb3_ppo_ext.ppo.ppo import PPO
+
+__all__ = ["PPO"]
