@@ -1,2 +1,629 @@
-# Interim placeholder while the from-scratch PPO is written (replaced in the next commit).
-from stable_baselines3 import PPO  # noqa: F401
+"""Proximal Policy Optimization with an adaptive KL penalty and a KL-adaptive learning rate."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from typing import Any, ClassVar, TypeVar
+
+import numpy as np
+import torch as th
+from gymnasium import spaces
+from stable_baselines3.common.buffers import DictRolloutBuffer, RolloutBuffer
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.distributions import (
+    CategoricalDistribution,
+    DiagGaussianDistribution,
+    StateDependentNoiseDistribution,
+)
+from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
+from stable_baselines3.common.policies import ActorCriticCnnPolicy, ActorCriticPolicy, BasePolicy, MultiInputActorCriticPolicy
+from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, RolloutBufferSamples, Schedule
+from stable_baselines3.common.utils import FloatSchedule, explained_variance
+from stable_baselines3.common.vec_env import VecEnv
+from torch.nn import functional as F
+
+from sb3_ppo_ext.ppo.adaptive import adapt_kl_coef, adapt_learning_rate
+from sb3_ppo_ext.ppo.kl import AnalyticKL, DistributionParams, k3_kl
+from sb3_ppo_ext.ppo.numpy_policy import NumpyActorCritic
+from sb3_ppo_ext.validation import check_choice, check_int, check_number, check_positive
+
+SelfPPO = TypeVar("SelfPPO", bound="PPO")
+
+
+def _take(value: Any, index: th.Tensor | slice) -> Any:
+    """Rows ``index`` of a tensor or of every tensor in a dict of observations."""
+    if isinstance(value, dict):
+        return {key: tensor[index] for key, tensor in value.items()}
+    return value[index]
+
+
+OBJECTIVES = ("clip", "kl_penalty", "clip_kl_penalty")
+LR_KL_CADENCES = ("minibatch", "epoch")
+_LOG_SQRT_2PI = 0.5 * float(np.log(2.0 * np.pi))
+
+
+class PPO(OnPolicyAlgorithm):
+    """Proximal Policy Optimization (Schulman et al. 2017, https://arxiv.org/abs/1707.06347), a drop-in for SB3's PPO.
+
+    Objectives (``objective``): ``"clip"`` is the clipped surrogate, exactly SB3's PPO (the default);
+    ``"kl_penalty"`` is the paper's sec. 4 surrogate ``E[ratio * A] - beta * KL[pi_old, pi]`` without clipping;
+    ``"clip_kl_penalty"`` is the clipped surrogate plus the same penalty. With ``kl_penalty_target`` set, beta
+    adapts after every update: ``d > tolerance * target`` => ``beta * factor``, ``d < target / tolerance`` =>
+    ``beta / factor`` (paper: 1.5 and 2), where ``d`` is the KL between the policy that collected the rollout
+    and the updated policy, measured on the whole rollout after the update as in the paper.
+
+    Independently, ``lr_kl_target`` switches on the KL-adaptive learning rate of rsl_rl / legged_gym: after
+    every minibatch (or epoch) ``kl > tolerance * target`` => ``lr / factor``, ``0 < kl < target / tolerance`` =>
+    ``lr * factor``, clamped to ``[lr_min, lr_max]``. It replaces the learning-rate schedule while it is on.
+
+    KL is computed in closed form against the distribution that collected the data (Gaussian, gSDE, categorical,
+    multi-categorical, Bernoulli), with the k3 sample estimate for any other distribution.
+
+    Collection and update are written for speed with identical maths: a numpy copy of standard MLP policies acts
+    during collection, the update computes Gaussian and categorical log-probabilities directly and iterates over
+    tensors built once per update, and Adam runs its fused kernel when available.
+
+    :param policy: The policy model to use (MlpPolicy, CnnPolicy, MultiInputPolicy, or a policy class)
+    :param env: The environment to learn from (if registered in Gym, can be str)
+    :param learning_rate: The learning rate, it can be a function of the current progress remaining (from 1 to 0)
+    :param n_steps: The number of steps to run for each environment per update
+    :param batch_size: Minibatch size
+    :param n_epochs: Number of epochs when optimizing the surrogate loss
+    :param gamma: Discount factor
+    :param gae_lambda: Factor for trade-off of bias vs variance for Generalized Advantage Estimator
+    :param clip_range: Clipping parameter, it can be a function of the current progress remaining (from 1 to 0).
+    :param clip_range_vf: Clipping parameter for the value function (None: no clipping, SB3's meaning).
+    :param normalize_advantage: Whether to normalize or not the advantage
+    :param ent_coef: Entropy coefficient for the loss calculation
+    :param vf_coef: Value function coefficient for the loss calculation
+    :param max_grad_norm: The maximum value for the gradient clipping
+    :param use_sde: Whether to use generalized State Dependent Exploration (gSDE)
+    :param sde_sample_freq: Sample a new noise matrix every n steps when using gSDE (-1: only at rollout start)
+    :param rollout_buffer_class: Rollout buffer class to use. If ``None``, it will be automatically selected.
+    :param rollout_buffer_kwargs: Keyword arguments to pass to the rollout buffer on creation
+    :param target_kl: SB3's early stopping: stop the epochs of an update at the first minibatch whose k3 KL
+        estimate exceeds ``1.5 * target_kl`` (that minibatch's step is skipped). ``None``: off.
+    :param objective: ``"clip"``, ``"kl_penalty"`` or ``"clip_kl_penalty"`` (see above).
+    :param kl_coef: Initial KL penalty coefficient beta (used by the penalty objectives).
+    :param kl_penalty_target: KL per update that beta adapts towards; ``None`` keeps beta fixed.
+    :param kl_penalty_tolerance: Band factor around ``kl_penalty_target`` (paper: 1.5), > 1.
+    :param kl_penalty_factor: Multiplicative step of beta (paper: 2), > 1.
+    :param kl_coef_min: Lower bound of beta.
+    :param kl_coef_max: Upper bound of beta.
+    :param lr_kl_target: Desired KL of the KL-adaptive learning rate (rsl_rl: 0.01); ``None``: off.
+    :param lr_kl_tolerance: Band factor around ``lr_kl_target`` (rsl_rl: 2), > 1.
+    :param lr_kl_factor: Multiplicative step of the learning rate (rsl_rl: 1.5), > 1.
+    :param lr_min: Lower bound of the adaptive learning rate.
+    :param lr_max: Upper bound of the adaptive learning rate.
+    :param lr_kl_cadence: ``"minibatch"`` (rsl_rl) or ``"epoch"`` (mean KL of the epoch's minibatches).
+    :param fast_collect: Act with a numpy copy of the policy during collection when the policy allows it.
+    :param stats_window_size: Window size for the rollout logging, specifying the number of episodes to average
+    :param tensorboard_log: the log location for tensorboard (if None, no logging)
+    :param policy_kwargs: additional arguments to be passed to the policy on creation
+    :param verbose: Verbosity level: 0 for no output, 1 for info messages (such as device or wrappers used), 2 for
+        debug messages
+    :param seed: Seed for the pseudo random generators
+    :param device: Device (cpu, cuda, ...) on which the code should be run.
+    :param _init_setup_model: Whether or not to build the network at the creation of the instance
+    """
+
+    policy_aliases: ClassVar[dict[str, type[BasePolicy]]] = {
+        "MlpPolicy": ActorCriticPolicy,
+        "CnnPolicy": ActorCriticCnnPolicy,
+        "MultiInputPolicy": MultiInputActorCriticPolicy,
+    }
+    policy: ActorCriticPolicy
+
+    def __init__(
+        self,
+        policy: str | type[ActorCriticPolicy],
+        env: GymEnv | str,
+        learning_rate: float | Schedule = 3e-4,
+        n_steps: int = 2048,
+        batch_size: int = 64,
+        n_epochs: int = 10,
+        gamma: float = 0.99,
+        gae_lambda: float = 0.95,
+        clip_range: float | Schedule = 0.2,
+        clip_range_vf: float | Schedule | None = None,
+        normalize_advantage: bool = True,
+        ent_coef: float = 0.0,
+        vf_coef: float = 0.5,
+        max_grad_norm: float = 0.5,
+        use_sde: bool = False,
+        sde_sample_freq: int = -1,
+        rollout_buffer_class: type[RolloutBuffer] | None = None,
+        rollout_buffer_kwargs: dict[str, Any] | None = None,
+        target_kl: float | None = None,
+        objective: str = "clip",
+        kl_coef: float = 1.0,
+        kl_penalty_target: float | None = 0.01,
+        kl_penalty_tolerance: float = 1.5,
+        kl_penalty_factor: float = 2.0,
+        kl_coef_min: float = 1e-4,
+        kl_coef_max: float = 100.0,
+        lr_kl_target: float | None = None,
+        lr_kl_tolerance: float = 2.0,
+        lr_kl_factor: float = 1.5,
+        lr_min: float = 1e-5,
+        lr_max: float = 1e-2,
+        lr_kl_cadence: str = "minibatch",
+        fast_collect: bool = True,
+        stats_window_size: int = 100,
+        tensorboard_log: str | None = None,
+        policy_kwargs: dict[str, Any] | None = None,
+        verbose: int = 0,
+        seed: int | None = None,
+        device: th.device | str = "auto",
+        _init_setup_model: bool = True,
+    ):
+        super().__init__(
+            policy,
+            env,
+            learning_rate=learning_rate,
+            n_steps=n_steps,
+            gamma=gamma,
+            gae_lambda=gae_lambda,
+            ent_coef=ent_coef,
+            vf_coef=vf_coef,
+            max_grad_norm=max_grad_norm,
+            use_sde=use_sde,
+            sde_sample_freq=sde_sample_freq,
+            rollout_buffer_class=rollout_buffer_class,
+            rollout_buffer_kwargs=rollout_buffer_kwargs,
+            stats_window_size=stats_window_size,
+            tensorboard_log=tensorboard_log,
+            policy_kwargs=policy_kwargs,
+            verbose=verbose,
+            device=device,
+            seed=seed,
+            _init_setup_model=False,
+            supported_action_spaces=(spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary),
+        )
+        self.batch_size = batch_size
+        self.n_epochs = n_epochs
+        self.clip_range = clip_range
+        self.clip_range_vf = clip_range_vf
+        self.normalize_advantage = normalize_advantage
+        self.target_kl = target_kl
+        self.objective = objective
+        self.kl_coef = kl_coef
+        self.kl_penalty_target = kl_penalty_target
+        self.kl_penalty_tolerance = kl_penalty_tolerance
+        self.kl_penalty_factor = kl_penalty_factor
+        self.kl_coef_min = kl_coef_min
+        self.kl_coef_max = kl_coef_max
+        self.lr_kl_target = lr_kl_target
+        self.lr_kl_tolerance = lr_kl_tolerance
+        self.lr_kl_factor = lr_kl_factor
+        self.lr_min = lr_min
+        self.lr_max = lr_max
+        self.lr_kl_cadence = lr_kl_cadence
+        self.fast_collect = fast_collect
+        # Adaptive state: saved with the model and carried across learn() calls.
+        self.adaptive_learning_rate: float | None = None
+        self.kl_estimator: str | None = None
+        self._validate_hyperparameters()
+        if _init_setup_model:
+            self._setup_model()
+
+    # ------------------------------------------------------------------ set-up
+
+    def _validate_hyperparameters(self) -> None:
+        """Raise ``ValueError`` naming the parameter, the value and the rule for any invalid setting."""
+        if not callable(self.learning_rate):
+            check_positive("learning_rate", self.learning_rate)
+        check_int("n_steps", self.n_steps, minimum=1)
+        check_int("batch_size", self.batch_size, minimum=1)
+        check_int("n_epochs", self.n_epochs, minimum=1)
+        check_number("gamma", self.gamma, low=0.0, high=1.0)
+        check_number("gae_lambda", self.gae_lambda, low=0.0, high=1.0)
+        if not callable(self.clip_range):
+            check_positive("clip_range", self.clip_range)
+        if self.clip_range_vf is not None and not callable(self.clip_range_vf):
+            check_positive("clip_range_vf", self.clip_range_vf)
+        check_number("ent_coef", self.ent_coef)
+        check_number("vf_coef", self.vf_coef, low=0.0)
+        check_positive("max_grad_norm", self.max_grad_norm)
+        if self.target_kl is not None:
+            check_positive("target_kl", self.target_kl)
+        check_int("sde_sample_freq", self.sde_sample_freq, minimum=-1)
+        if self.normalize_advantage and self.batch_size < 2:
+            raise ValueError(
+                f"batch_size must be > 1 when normalize_advantage=True (advantages are normalised per minibatch), "
+                f"got {self.batch_size}"
+            )
+        check_choice("objective", self.objective, OBJECTIVES)
+        check_positive("kl_coef_min", self.kl_coef_min)
+        check_positive("kl_coef_max", self.kl_coef_max)
+        if self.kl_coef_min > self.kl_coef_max:
+            raise ValueError(f"kl_coef_min must be <= kl_coef_max, got {self.kl_coef_min} > {self.kl_coef_max}")
+        check_number("kl_coef", self.kl_coef, low=0.0)
+        if self.kl_penalty_target is not None:
+            check_positive("kl_penalty_target", self.kl_penalty_target)
+            check_number("kl_coef", self.kl_coef, low=self.kl_coef_min, high=self.kl_coef_max)
+        check_number("kl_penalty_tolerance", self.kl_penalty_tolerance, low=1.0, low_inclusive=False)
+        check_number("kl_penalty_factor", self.kl_penalty_factor, low=1.0, low_inclusive=False)
+        if self.objective == "kl_penalty" and self.kl_coef == 0.0 and self.kl_penalty_target is None:
+            raise ValueError(
+                "objective='kl_penalty' with kl_coef=0 and kl_penalty_target=None has neither clipping nor a penalty: "
+                "set kl_coef > 0, a kl_penalty_target, or objective='clip'"
+            )
+        if self.lr_kl_target is not None:
+            check_positive("lr_kl_target", self.lr_kl_target)
+        check_number("lr_kl_tolerance", self.lr_kl_tolerance, low=1.0, low_inclusive=False)
+        check_number("lr_kl_factor", self.lr_kl_factor, low=1.0, low_inclusive=False)
+        check_positive("lr_min", self.lr_min)
+        check_positive("lr_max", self.lr_max)
+        if self.lr_min > self.lr_max:
+            raise ValueError(f"lr_min must be <= lr_max, got {self.lr_min} > {self.lr_max}")
+        if self.lr_kl_target is not None and not callable(self.learning_rate):
+            check_number("learning_rate", self.learning_rate, low=self.lr_min, high=self.lr_max)
+        check_choice("lr_kl_cadence", self.lr_kl_cadence, LR_KL_CADENCES)
+        if self.env is not None:
+            buffer_size = self.env.num_envs * self.n_steps
+            if self.batch_size > buffer_size:
+                raise ValueError(
+                    f"batch_size must be <= n_steps * n_envs (the rollout size, {self.n_steps} * {self.env.num_envs} = "
+                    f"{buffer_size}), got {self.batch_size}"
+                )
+            if buffer_size % self.batch_size > 0:
+                warnings.warn(
+                    f"You have specified a mini-batch size of {self.batch_size}, but because the `RolloutBuffer` is of "
+                    f"size `n_steps * n_envs = {buffer_size}`, after every {buffer_size // self.batch_size} untruncated "
+                    f"mini-batches, there will be a truncated mini-batch of size {buffer_size % self.batch_size}\n"
+                    f"We recommend using a `batch_size` that is a factor of `n_steps * n_envs`.\n"
+                    f"Info: (n_steps={self.n_steps} and n_envs={self.env.num_envs})"
+                )
+
+    def _setup_model(self) -> None:
+        super()._setup_model()
+        self.clip_range = FloatSchedule(self.clip_range)
+        if self.clip_range_vf is not None:
+            self.clip_range_vf = FloatSchedule(self.clip_range_vf)
+        if self.lr_kl_target is not None and self.adaptive_learning_rate is None:
+            self.adaptive_learning_rate = float(np.clip(self.lr_schedule(1.0), self.lr_min, self.lr_max))
+
+    @property
+    def uses_clipping(self) -> bool:
+        return self.objective in ("clip", "clip_kl_penalty")
+
+    @property
+    def uses_kl_penalty(self) -> bool:
+        return self.objective in ("kl_penalty", "clip_kl_penalty")
+
+    # ------------------------------------------------------------- collection
+
+    def collect_rollouts(
+        self,
+        env: VecEnv,
+        callback: BaseCallback,
+        rollout_buffer: RolloutBuffer,
+        n_rollout_steps: int,
+    ) -> bool:
+        """Collect ``n_rollout_steps`` per env into ``rollout_buffer``, with SB3's semantics.
+
+        Overridden for speed only: acts with a numpy copy of the policy (:class:`NumpyActorCritic`) when the policy
+        allows it, and otherwise defers to SB3's loop unchanged.
+        """
+        actor = None
+        if self.fast_collect and not isinstance(self._last_obs, dict):
+            seed = int(th.randint(0, 2**62, (1,)).item())
+            actor = NumpyActorCritic.from_policy(self.policy, np.random.default_rng(seed))
+        if actor is None:
+            return super().collect_rollouts(env, callback, rollout_buffer, n_rollout_steps)
+
+        assert self._last_obs is not None, "No previous observation was provided"
+        self.policy.set_training_mode(False)
+        n_steps = 0
+        rollout_buffer.reset()
+        if self.use_sde:
+            self.policy.reset_noise(env.num_envs)
+            actor.refresh_noise()
+        callback.on_rollout_start()
+
+        clip_box = isinstance(self.action_space, spaces.Box)
+        is_discrete = isinstance(self.action_space, spaces.Discrete)
+        low = self.action_space.low if clip_box else None
+        high = self.action_space.high if clip_box else None
+        resample_noise = self.use_sde and self.sde_sample_freq > 0
+
+        while n_steps < n_rollout_steps:
+            if resample_noise and n_steps % self.sde_sample_freq == 0:
+                self.policy.reset_noise(env.num_envs)
+                actor.refresh_noise()
+
+            actions, values_np, log_probs_np = actor.act(self._last_obs)  # type: ignore[arg-type]
+            clipped_actions = np.clip(actions, low, high) if clip_box else actions
+            new_obs, rewards, dones, infos = env.step(clipped_actions)
+            self.num_timesteps += env.num_envs
+            values, log_probs = th.from_numpy(values_np), th.from_numpy(log_probs_np)
+
+            callback.update_locals(locals())
+            if not callback.on_step():
+                return False
+
+            self._update_info_buffer(infos, dones)
+            n_steps += 1
+
+            if is_discrete:
+                actions = actions.reshape(-1, 1)
+
+            if dones.any():
+                for idx in np.flatnonzero(dones):
+                    terminal_obs = infos[idx].get("terminal_observation")
+                    if terminal_obs is not None and infos[idx].get("TimeLimit.truncated", False):
+                        rewards[idx] += self.gamma * actor.predict_values(np.asarray(terminal_obs)[None])[0]
+
+            rollout_buffer.add(self._last_obs, actions, rewards, self._last_episode_starts, values, log_probs)  # type: ignore[arg-type]
+            self._last_obs = new_obs  # type: ignore[assignment]
+            self._last_episode_starts = dones
+
+        values = th.from_numpy(actor.predict_values(new_obs))
+        rollout_buffer.compute_returns_and_advantage(last_values=values, dones=dones)
+        callback.update_locals(locals())
+        callback.on_rollout_end()
+        return True
+
+    # ----------------------------------------------------------------- update
+
+    def _rollout_data(self) -> RolloutBufferSamples | None:
+        """The whole rollout as tensors, in buffer order, or ``None`` for a user-supplied buffer class.
+
+        For SB3's own buffers, minibatches are then cut from these tensors by indexing (the buffer's ``get`` copies
+        numpy to torch for every minibatch, which costs more than the maths on small batches).
+        """
+        buffer = self.rollout_buffer
+        if type(buffer) not in (RolloutBuffer, DictRolloutBuffer):
+            return None
+        if not buffer.generator_ready:
+            next(buffer.get(batch_size=None))  # SB3 flattens (n_steps, n_envs) -> (n_steps * n_envs) lazily in get()
+        return buffer._get_samples(np.arange(buffer.buffer_size * buffer.n_envs))
+
+    def _epoch(self, data: RolloutBufferSamples | None) -> Iterator[tuple[RolloutBufferSamples, th.Tensor | None]]:
+        """One epoch of shuffled minibatches, each with the buffer rows it holds (``None`` when unknown)."""
+        if data is None:
+            for samples in self.rollout_buffer.get(self.batch_size):
+                yield samples, None
+            return
+        size = len(data.advantages)
+        fields = type(data)
+        permutation = th.randperm(size, device=self.device)
+        for start in range(0, size, self.batch_size):
+            index = permutation[start : start + self.batch_size]
+            yield fields(*(_take(value, index) for value in data)), index
+
+    def _direct_head(self) -> str | None:
+        """Which action head the update evaluates with direct tensor maths (no ``torch.distributions`` objects)."""
+        policy = self.policy
+        if type(policy).evaluate_actions is not ActorCriticPolicy.evaluate_actions:
+            return None
+        if type(policy)._get_action_dist_from_latent is not ActorCriticPolicy._get_action_dist_from_latent:
+            return None
+        if type(policy.action_dist) is DiagGaussianDistribution:
+            return "gaussian"
+        if type(policy.action_dist) is StateDependentNoiseDistribution and policy.action_dist.bijector is None:
+            return "gsde"
+        if type(policy.action_dist) is CategoricalDistribution:
+            return "categorical"
+        return None
+
+    def _evaluate(
+        self, observations: Any, actions: th.Tensor, head: str | None, analytic: AnalyticKL | None
+    ) -> tuple[th.Tensor, th.Tensor, th.Tensor | None, DistributionParams | None]:
+        """Values, log-probabilities, entropy and the distribution parameters (for the analytic KL) of a minibatch.
+
+        The same maths as ``ActorCriticPolicy.evaluate_actions``; for Gaussian, gSDE and categorical heads it skips
+        building ``torch.distributions`` objects, whose argument validation dominates small-batch updates.
+        """
+        policy = self.policy
+        if head is None:
+            values, log_prob, entropy = policy.evaluate_actions(observations, actions)
+            params = analytic.params(policy.action_dist) if analytic is not None else None
+            return values.flatten(), log_prob, entropy, params
+        features = policy.extract_features(observations)
+        if policy.share_features_extractor:
+            latent_pi, latent_vf = policy.mlp_extractor(features)
+        else:
+            latent_pi = policy.mlp_extractor.forward_actor(features[0])
+            latent_vf = policy.mlp_extractor.forward_critic(features[1])
+        values = policy.value_net(latent_vf).flatten()
+        output = policy.action_net(latent_pi)
+        if head == "categorical":
+            log_p = F.log_softmax(output, dim=-1)
+            log_prob = log_p.gather(1, actions.long().view(-1, 1)).squeeze(1)
+            entropy = -(log_p.exp() * log_p).sum(dim=-1)
+            return values, log_prob, entropy, (output,)
+        if head == "gaussian":
+            log_std = policy.log_std.expand_as(output)
+            std = log_std.exp()
+        else:
+            latent_sde = latent_pi if policy.action_dist.learn_features else latent_pi.detach()
+            variance = th.mm(latent_sde**2, policy.action_dist.get_std(policy.log_std) ** 2)
+            std = th.sqrt(variance + policy.action_dist.epsilon)
+            log_std = th.log(std)
+        scaled = (actions - output) / std
+        log_prob = (-0.5 * scaled**2 - log_std - _LOG_SQRT_2PI).sum(dim=-1)
+        entropy = (0.5 + _LOG_SQRT_2PI + log_std).sum(dim=-1)
+        return values, log_prob, entropy, (output, std)
+
+    def _distribution_params(self, analytic: AnalyticKL, observations: Any, chunk: int = 4096) -> DistributionParams:
+        """Parameters of the current policy's action distribution on ``observations``, without gradients."""
+        size = len(next(iter(observations.values())) if isinstance(observations, dict) else observations)
+        parts: list[DistributionParams] = []
+        with th.no_grad():
+            for start in range(0, size, chunk):
+                obs = _take(observations, slice(start, start + chunk))
+                parts.append(tuple(t.detach() for t in analytic.params(self.policy.get_distribution(obs))))
+        return tuple(th.cat(columns) for columns in zip(*parts))
+
+    def _set_learning_rate(self, learning_rate: float) -> None:
+        for group in self.policy.optimizer.param_groups:
+            group["lr"] = learning_rate
+
+    def train(self) -> None:
+        """Update policy using the currently gathered rollout buffer."""
+        self.policy.set_training_mode(True)
+        if self.adaptive_learning_rate is not None and self.lr_kl_target is not None:
+            self._set_learning_rate(self.adaptive_learning_rate)
+        else:
+            self._update_learning_rate(self.policy.optimizer)
+        clip_range = self.clip_range(self._current_progress_remaining)  # type: ignore[operator]
+        clip_range_vf = None
+        if self.clip_range_vf is not None:
+            clip_range_vf = self.clip_range_vf(self._current_progress_remaining)  # type: ignore[operator]
+
+        analytic = AnalyticKL.for_distribution(self.policy.action_dist)
+        head = self._direct_head()
+        if self.kl_estimator is None:
+            self.kl_estimator = "analytic" if analytic is not None else "k3"
+            self.logger.info(f"KL(old || new) estimator: {self.kl_estimator} ({type(self.policy.action_dist).__name__})")
+
+        # The collecting policy's distribution on every rollout sample (weights are still pre-update), in buffer
+        # order, so that each minibatch can take its rows: the analytic KL needs it, the buffer does not store it.
+        data = self._rollout_data()
+        old_params = self._distribution_params(analytic, data.observations) if analytic and data is not None else None
+        adapt_lr = self.lr_kl_target is not None
+        penalty = self.uses_kl_penalty
+
+        # Per-minibatch statistics are kept as tensors and averaged once at the end (one sync instead of many).
+        stats: list[th.Tensor] = []
+        learning_rates: list[float] = []
+        epoch_kls: list[th.Tensor] = []
+        continue_training = True
+        for epochs_done in range(self.n_epochs):
+            epoch_kls.clear()
+            for rollout_data, ids in self._epoch(data):
+                actions = rollout_data.actions
+                if isinstance(self.action_space, spaces.Discrete):
+                    actions = actions.long().flatten()
+                values, log_prob, entropy, new_params = self._evaluate(rollout_data.observations, actions, head, analytic)
+
+                advantages = rollout_data.advantages
+                if self.normalize_advantage and len(advantages) > 1:
+                    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+
+                log_ratio = log_prob - rollout_data.old_log_prob
+                ratio = th.exp(log_ratio)
+                if self.uses_clipping:
+                    policy_loss = -th.min(advantages * ratio, advantages * th.clamp(ratio, 1 - clip_range, 1 + clip_range)).mean()
+                else:
+                    policy_loss = -(advantages * ratio).mean()
+
+                if old_params is not None and new_params is not None and ids is not None:
+                    old = tuple(column[ids] for column in old_params)
+                    kl = analytic(old, new_params).mean()  # type: ignore[misc]
+                else:
+                    kl = k3_kl(log_ratio).mean()
+                kl_penalty_loss = self.kl_coef * kl if penalty else th.zeros((), device=self.device)
+
+                if clip_range_vf is None:
+                    values_pred = values
+                else:
+                    values_pred = rollout_data.old_values + th.clamp(values - rollout_data.old_values, -clip_range_vf, clip_range_vf)
+                value_loss = F.mse_loss(rollout_data.returns, values_pred)
+                entropy_loss = -th.mean(-log_prob) if entropy is None else -th.mean(entropy)
+
+                loss = policy_loss + kl_penalty_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
+
+                with th.no_grad():
+                    approx_kl = k3_kl(log_ratio.detach()).mean()
+                    clip_fraction = (th.abs(ratio.detach() - 1) > clip_range).float().mean()
+                if self.target_kl is not None and approx_kl.item() > 1.5 * self.target_kl:
+                    continue_training = False
+                    if self.verbose >= 1:
+                        self.logger.info(f"Early stopping at step {epochs_done} due to reaching max kl: {approx_kl.item():.2f}")
+                    break
+
+                self.policy.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+                self.policy.optimizer.step()
+
+                learning_rates.append(self.policy.optimizer.param_groups[0]["lr"])
+                stats.append(
+                    th.stack([policy_loss, value_loss, entropy_loss, kl_penalty_loss, loss, kl, approx_kl, clip_fraction]).detach()
+                )
+                if adapt_lr:
+                    if self.lr_kl_cadence == "minibatch":
+                        self._adapt_learning_rate(kl.item())
+                    else:
+                        epoch_kls.append(kl.detach())
+            if adapt_lr and self.lr_kl_cadence == "epoch" and epoch_kls:
+                self._adapt_learning_rate(th.stack(epoch_kls).mean().item())
+            self._n_updates += 1
+            if not continue_training:
+                break
+
+        update_kl = None
+        if penalty and self.kl_penalty_target is not None and analytic is not None and old_params is not None:
+            # The paper's d: KL(pi_rollout || pi_updated) averaged over the whole rollout after the update.
+            update_kl = float(analytic(old_params, self._distribution_params(analytic, data.observations)).mean())
+        elif penalty and self.kl_penalty_target is not None and stats:
+            # No closed form: the mean k3 estimate over the update stands in for the paper's d.
+            update_kl = float(th.stack(stats)[:, 6].mean())
+        if update_kl is not None:
+            self.kl_coef = adapt_kl_coef(
+                update_kl,
+                self.kl_coef,
+                self.kl_penalty_target,  # type: ignore[arg-type]
+                self.kl_penalty_tolerance,
+                self.kl_penalty_factor,
+                self.kl_coef_min,
+                self.kl_coef_max,
+            )
+
+        explained_var = explained_variance(self.rollout_buffer.values.flatten(), self.rollout_buffer.returns.flatten())
+        means = th.stack(stats).mean(dim=0).tolist() if stats else [float("nan")] * 8
+        pg_loss, value_loss_mean, entropy_loss_mean, penalty_mean, loss_mean, kl_mean, approx_kl_mean, clip_frac = means
+        self.logger.record("train/entropy_loss", entropy_loss_mean)
+        self.logger.record("train/policy_gradient_loss", pg_loss)
+        self.logger.record("train/value_loss", value_loss_mean)
+        self.logger.record("train/approx_kl", approx_kl_mean)
+        self.logger.record("train/clip_fraction", clip_frac)
+        self.logger.record("train/loss", loss_mean)
+        self.logger.record("train/explained_variance", explained_var)
+        self.logger.record("train/kl", kl_mean)
+        self.logger.record("train/kl_coef", self.kl_coef)
+        self.logger.record("train/kl_penalty_loss", penalty_mean)
+        if update_kl is not None:
+            self.logger.record("train/kl_update", update_kl)
+        if learning_rates:
+            self.logger.record("train/learning_rate", float(np.mean(learning_rates)))
+        if hasattr(self.policy, "log_std"):
+            self.logger.record("train/std", th.exp(self.policy.log_std).mean().item())
+        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+        self.logger.record("train/clip_range", clip_range)
+        if clip_range_vf is not None:
+            self.logger.record("train/clip_range_vf", clip_range_vf)
+
+    def _adapt_learning_rate(self, kl: float) -> None:
+        self.adaptive_learning_rate = adapt_learning_rate(
+            kl,
+            self.adaptive_learning_rate,  # type: ignore[arg-type]
+            self.lr_kl_target,  # type: ignore[arg-type]
+            self.lr_kl_tolerance,
+            self.lr_kl_factor,
+            self.lr_min,
+            self.lr_max,
+        )
+        self._set_learning_rate(self.adaptive_learning_rate)
+
+    def learn(
+        self: SelfPPO,
+        total_timesteps: int,
+        callback: MaybeCallback = None,
+        log_interval: int = 1,
+        tb_log_name: str = "PPO",
+        reset_num_timesteps: bool = True,
+        progress_bar: bool = False,
+    ) -> SelfPPO:
+        return super().learn(
+            total_timesteps=total_timesteps,
+            callback=callback,
+            log_interval=log_interval,
+            tb_log_name=tb_log_name,
+            reset_num_timesteps=reset_num_timesteps,
+            progress_bar=progress_bar,
+        )
