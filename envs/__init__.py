@@ -16,8 +16,8 @@ _REGISTRATIONS: list[tuple[str, str, int, float, dict]] = [
     ("Humanoid-v0", "sb3_ppo_ext.envs.humanoid:HumanoidEnv", 1000, 3000.0, {}),
     ("HumanoidFlagrun-v0", "sb3_ppo_ext.envs.humanoid:HumanoidFlagrunEnv", 1000, 2000.0, {}),
     ("HumanoidFlagrunHarder-v0", "sb3_ppo_ext.envs.humanoid:HumanoidFlagrunHarderEnv", 1000, 2000.0, {}),
-    ("RocketLander-v0", "sb3_ppo_ext.envs.rocket_lander:RocketLanderEnv", 1000, 0.0, {"continuous": True}),
-    ("RocketLanderDiscrete-v0", "sb3_ppo_ext.envs.rocket_lander:RocketLanderEnv", 1000, 0.0, {"continuous": False}),
+    ("RocketLander-v0", "sb3_ppo_ext.envs.rocket_lander:RocketLanderEnv", 400, 100.0, {"continuous": True}),
+    ("RocketLanderDiscrete-v0", "sb3_ppo_ext.envs.rocket_lander:RocketLanderEnv", 400, 100.0, {"continuous": False}),
 ]
 
 ENV_IDS: tuple[str, ...] = tuple(f"{NAMESPACE}/{name}" for name, *_ in _REGISTRATIONS)
