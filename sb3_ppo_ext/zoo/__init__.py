@@ -1,0 +1,27 @@
+"""rl-zoo3 integration: ``ppo_ext`` in rl-zoo3's registry, safe config handling, the ``sb3-ppo-ext`` subcommands.
+
+Importing this package imports rl-zoo3 (install the ``zoo`` extra).
+"""
+
+from sb3_ppo_ext.zoo.experiment import (
+    ALGORITHM_NAME,
+    SafeExperimentManager,
+    SafeStoreDict,
+    default_config_path,
+    register_algorithm,
+)
+from sb3_ppo_ext.zoo.hyperparams import check_block_keys, preprocess_block, valid_keys
+from sb3_ppo_ext.zoo.safe_eval import allowed_names, parse_expression
+
+__all__ = [
+    "ALGORITHM_NAME",
+    "SafeExperimentManager",
+    "SafeStoreDict",
+    "allowed_names",
+    "check_block_keys",
+    "default_config_path",
+    "parse_expression",
+    "preprocess_block",
+    "register_algorithm",
+    "valid_keys",
+]

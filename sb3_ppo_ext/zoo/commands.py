@@ -1,0 +1,178 @@
+"""The subcommands of ``sb3-ppo-ext``: rl-zoo3's scripts with ``ppo_ext``, our configs and safe config parsing.
+
+Each zoo-backed command runs rl-zoo3's own script function on an argument list that starts with our defaults
+(``--algo ppo_ext``, the bundled config, ``-f logs``, a progress bar), so any option the user gives later wins,
+and with rl-zoo3's ``StoreDict`` / ``ExperimentManager`` swapped for the safe versions while it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from sb3_ppo_ext.zoo.experiment import (
+    ALGORITHM_NAME,
+    SafeExperimentManager,
+    SafeStoreDict,
+    default_config_path,
+    patched_zoo_module,
+    register_algorithm,
+)
+
+DEFAULT_LOG_FOLDER = "logs"
+
+
+def _peek(argv: Sequence[str], *flags: str) -> str | None:
+    """The value the user gave for an option (any of ``flags``), or ``None``; rl-zoo3's parser does the real work."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument(*flags, dest="value", default=None)
+    known, _ = parser.parse_known_args(list(argv))
+    return known.value
+
+
+def _has_flag(argv: Sequence[str], *flags: str) -> bool:
+    return any(token in flags or any(token.startswith(f"{flag}=") for flag in flags) for token in argv)
+
+
+@contextmanager
+def _script_argv(program: str, argv: Sequence[str]) -> Iterator[None]:
+    """Run an rl-zoo3 script function as if called as ``program argv...``."""
+    saved = sys.argv
+    sys.argv = [program, *argv]
+    try:
+        yield
+    finally:
+        sys.argv = saved
+
+
+def _zoo_train_argv(argv: Sequence[str], *, optimize: bool) -> list[str]:
+    """Our defaults followed by the user's arguments (later options win in argparse)."""
+    argv = list(argv)
+    defaults = ["--algo", ALGORITHM_NAME]
+    algo = _peek(argv, "--algo") or ALGORITHM_NAME
+    if algo == ALGORITHM_NAME and _peek(argv, "-conf", "--conf-file") is None:
+        defaults += ["--conf-file", default_config_path()]
+    no_progress = "--no-progress" in argv
+    argv = [token for token in argv if token != "--no-progress"]
+    if optimize:
+        defaults += ["--optimize-hyperparameters", "--no-optim-plots"]
+    elif not no_progress:
+        defaults.append("--progress")
+    return defaults + argv
+
+
+def train(argv: Sequence[str], *, optimize: bool = False) -> None:
+    """``train`` / ``optimize``: rl-zoo3's ``train.py`` with ``ppo_ext`` and our config by default."""
+    register_algorithm()
+    import rl_zoo3.train
+
+    program = f"sb3-ppo-ext {'optimize' if optimize else 'train'}"
+    with _script_argv(program, _zoo_train_argv(argv, optimize=optimize)), patched_zoo_module(
+        rl_zoo3.train, StoreDict=SafeStoreDict, ExperimentManager=SafeExperimentManager
+    ):
+        rl_zoo3.train.train()
+
+
+def _zoo_play_argv(argv: Sequence[str], *, headless_no_render: bool) -> list[str]:
+    argv = list(argv)
+    defaults = ["--algo", ALGORITHM_NAME, "--folder", DEFAULT_LOG_FOLDER]
+    if headless_no_render and not is_display_available() and "--no-render" not in argv:
+        print("No display found: running without a window (use `sb3-ppo-ext record-video` for a video).")
+        defaults.append("--no-render")
+    return defaults + argv
+
+
+def is_display_available() -> bool:
+    """Whether a window can be opened (always assumed on macOS / Windows; ``DISPLAY`` or Wayland on Linux)."""
+    if not sys.platform.startswith("linux"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def _check_run_files(argv: Sequence[str]) -> None:
+    """Refuse run folders whose saved config would make rl-zoo3's enjoy / record_video evaluate code.
+
+    rl-zoo3 reads ``config.yml`` / ``args.yml`` with PyYAML's unsafe loader and ``eval``s a string ``normalize``:
+    accept only files that load with ``yaml.safe_load`` and whose ``normalize`` passes the restricted parser.
+    """
+    import yaml
+    from huggingface_sb3 import EnvironmentName
+    from rl_zoo3.utils import get_model_path
+
+    folder = _peek(argv, "-f", "--folder") or DEFAULT_LOG_FOLDER
+    env_id = _peek(argv, "--env") or "CartPole-v1"
+    algo = _peek(argv, "--algo") or ALGORITHM_NAME
+    exp_id = int(_peek(argv, "--exp-id") or 0)
+    env_name = EnvironmentName(env_id)
+    try:
+        _, _, log_path = get_model_path(exp_id, folder, algo, env_name)
+    except (AssertionError, ValueError):
+        return  # rl-zoo3 reports a missing run itself
+    from sb3_ppo_ext.zoo.safe_eval import parse_expression
+
+    for name in ("config.yml", "args.yml"):
+        path = os.path.join(log_path, env_name, name)
+        if not os.path.isfile(path):
+            continue
+        with open(path) as file:
+            try:
+                content = yaml.safe_load(file) or {}
+            except yaml.YAMLError as error:
+                raise ValueError(f"{path} is not plain YAML (Python tags are refused): {error}") from None
+        if name == "config.yml" and isinstance(content.get("normalize"), str):
+            parse_expression(content["normalize"], what=f"normalize in {path}")
+
+
+def enjoy(argv: Sequence[str]) -> None:
+    """``enjoy``: rl-zoo3's ``enjoy.py`` on ``logs/ppo_ext`` runs; no window on a headless machine."""
+    register_algorithm()
+    import rl_zoo3.enjoy
+
+    zoo_argv = _zoo_play_argv(argv, headless_no_render=True)
+    _check_run_files(zoo_argv)
+    with _script_argv("sb3-ppo-ext enjoy", zoo_argv), patched_zoo_module(rl_zoo3.enjoy, StoreDict=SafeStoreDict):
+        rl_zoo3.enjoy.enjoy()
+
+
+def record_video(argv: Sequence[str]) -> None:
+    """``record-video``: rl-zoo3's ``record_video.py`` (renders ``rgb_array``, works headless)."""
+    register_algorithm()
+    import rl_zoo3.utils
+
+    zoo_argv = _zoo_play_argv(argv, headless_no_render=False)
+    _check_run_files(zoo_argv)
+    # record_video.py is a __main__ script: it imports StoreDict from rl_zoo3.utils when it runs.
+    with _script_argv("sb3-ppo-ext record-video", zoo_argv), patched_zoo_module(rl_zoo3.utils, StoreDict=SafeStoreDict):
+        runpy.run_module("rl_zoo3.record_video", run_name="__main__")
+
+
+def plot(argv: Sequence[str]) -> None:
+    """``plot``: training curves of the runs of one or more environments into an image file."""
+    from sb3_ppo_ext.zoo.plotting import X_AXES, find_runs, plot_runs
+
+    parser = argparse.ArgumentParser(prog="sb3-ppo-ext plot", description=plot.__doc__)
+    parser.add_argument("--env", nargs="+", required=True, help="environment id(s)")
+    parser.add_argument("--algo", default=ALGORITHM_NAME, help="algorithm folder under the log folder")
+    parser.add_argument("-f", "--folder", default=DEFAULT_LOG_FOLDER, help="log folder (rl-zoo3 layout)")
+    parser.add_argument("--exp-id", type=int, nargs="+", help="run numbers to include (default: all)")
+    parser.add_argument("-o", "--output", help="image file (default: <folder>/<algo>/<env>_curves.png)")
+    parser.add_argument("-x", "--x-axis", choices=X_AXES, default="steps")
+    parser.add_argument("-w", "--window", type=int, default=20, help="episodes in the moving average")
+    args = parser.parse_args(list(argv))
+    runs = [run for env_id in args.env for run in find_runs(args.folder, args.algo, env_id)]
+    if args.exp_id:
+        runs = [run for run in runs if int(run.rsplit("_", 1)[1]) in args.exp_id]
+    if not runs:
+        raise SystemExit(f"no runs of {args.env} under {os.path.join(args.folder, args.algo)}")
+    output = args.output or os.path.join(args.folder, args.algo, f"{runs[0].rsplit(os.sep, 1)[-1].rsplit('_', 1)[0]}_curves.png")
+    plotted = plot_runs(runs, output, x_axis=args.x_axis, window=args.window, title=", ".join(args.env))
+    print(f"Plotted {plotted} of {len(runs)} runs to {output}")
+
+
+def export(argv: Sequence[str]) -> None:
+    """``export``: write the ONNX policy of a run (``logs/ppo_ext/<env>_<n>``)."""
+    raise NotImplementedError

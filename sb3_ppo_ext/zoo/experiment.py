@@ -1,0 +1,146 @@
+"""rl-zoo3's ExperimentManager with safe config handling, and the registration of ``ppo_ext`` in rl-zoo3."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import sys
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rl_zoo3 import hyperparams_opt
+from rl_zoo3.exp_manager import ExperimentManager
+from rl_zoo3.utils import ALGOS
+
+from sb3_ppo_ext.ppo import PPO
+from sb3_ppo_ext.zoo.hyperparams import check_block_keys, preprocess_block, valid_keys
+from sb3_ppo_ext.zoo.safe_eval import parse_expression
+from sb3_ppo_ext.zoo.sampler import convert_ppo_ext_params, sample_ppo_ext_params
+
+#: Name of our PPO in rl-zoo3's registry (``--algo ppo_ext``, run folders ``logs/ppo_ext/...``).
+ALGORITHM_NAME = "ppo_ext"
+
+
+def default_config_path() -> str:
+    """Path of the bundled ``ppo_ext.yml`` (package data of ``sb3_ppo_ext.zoo_configs``)."""
+    import sb3_ppo_ext.zoo_configs
+
+    return str(Path(sb3_ppo_ext.zoo_configs.__file__).with_name("ppo_ext.yml"))
+
+
+def register_algorithm() -> None:
+    """Make ``ppo_ext`` a first-class rl-zoo3 algorithm (idempotent); SB3's algorithms stay available.
+
+    Adds our PPO to ``rl_zoo3.ALGOS`` and its Optuna sampler / converter to ``rl_zoo3.hyperparams_opt``, the
+    documented way to run a third-party algorithm with rl-zoo3.
+    """
+    ALGOS[ALGORITHM_NAME] = PPO
+    hyperparams_opt.HYPERPARAMS_SAMPLER.setdefault(ALGORITHM_NAME, sample_ppo_ext_params)
+    hyperparams_opt.HYPERPARAMS_CONVERTER[ALGORITHM_NAME] = convert_ppo_ext_params
+
+
+def parse_key_value_arguments(values: list[str], *, option: str) -> dict[str, Any]:
+    """Parse ``key:value`` command-line items, each value with :func:`parse_expression` (rl-zoo3 uses ``eval``)."""
+    parsed: dict[str, Any] = {}
+    for item in values:
+        key, separator, text = item.partition(":")
+        if not separator or not key:
+            raise ValueError(f"{option}: expected key:value items, got {item!r}")
+        parsed[key] = parse_expression(text, what=f"{option} {key}")
+    return parsed
+
+
+class SafeStoreDict(argparse.Action):
+    """Drop-in for rl-zoo3's ``StoreDict`` (``--hyperparams``, ``--env-kwargs``) that never calls ``eval``."""
+
+    def __init__(self, option_strings: list[str], dest: str, nargs: Any = None, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=nargs, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        try:
+            setattr(namespace, self.dest, parse_key_value_arguments(list(values), option=option_string or self.dest))
+        except ValueError as error:
+            parser.error(str(error))
+
+
+class SafeExperimentManager(ExperimentManager):
+    """rl-zoo3's ExperimentManager that checks keys and never evaluates config text.
+
+    After rl-zoo3 has read and merged the block (YAML, ``--hyperparams``, an Optuna trial), every key must be a
+    constructor parameter or a zoo key, every expression string is parsed with the restricted parser, schedules
+    and class paths are checked; only then does rl-zoo3's own pre-processing run, which finds nothing left to
+    ``eval``. Python config files (which rl-zoo3 would ``exec``) and modules are refused. The run's
+    ``config.yml`` / ``args.yml`` are written as plain YAML.
+    """
+
+    def read_hyperparameters(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        if not self.config.endswith((".yml", ".yaml")):
+            raise ValueError(
+                f"conf_file must be a YAML file (.yml or .yaml): rl-zoo3 would execute Python config files, got {self.config!r}"
+            )
+        hyperparams, saved_hyperparams = super().read_hyperparameters()
+        where = f"the {self.env_name.gym_id!r} block of {self.config} (or its command-line overrides)"
+        check_block_keys(hyperparams, valid_keys(ALGOS[self.algo]), where=where)
+        if "n_timesteps" not in hyperparams:
+            if self.n_timesteps <= 0:
+                raise ValueError(f"n_timesteps is missing from {where}: set it there or pass -n")
+            hyperparams["n_timesteps"] = self.n_timesteps
+        parsed = preprocess_block(hyperparams, where=where)
+        if "normalize" in parsed:
+            # rl-zoo3's enjoy / record_video would eval a string here: save the parsed form.
+            saved_hyperparams["normalize"] = parsed["normalize"]
+        return parsed, saved_hyperparams
+
+    def hyperparameters_optimization(self) -> None:
+        """rl-zoo3's search, with the settings given by ``--hyperparams`` kept fixed rather than sampled."""
+        pinned = frozenset(self.custom_hyperparams or ())
+        samplers = hyperparams_opt.HYPERPARAMS_SAMPLER
+        original = samplers.get(self.algo)
+        if self.algo == ALGORITHM_NAME and pinned:
+            samplers[self.algo] = functools.partial(sample_ppo_ext_params, pinned=pinned)
+        try:
+            super().hyperparameters_optimization()
+        finally:
+            if original is not None:
+                samplers[self.algo] = original
+
+    def _save_config(self, saved_hyperparams: dict[str, Any]) -> None:
+        """Write ``config.yml``, ``args.yml`` and ``command.txt`` like rl-zoo3, as plain YAML (no Python tags)."""
+        with open(os.path.join(self.params_path, "config.yml"), "w") as file:
+            yaml.safe_dump(_plain(saved_hyperparams), file)
+        arguments = vars(self.args)
+        with open(os.path.join(self.params_path, "args.yml"), "w") as file:
+            yaml.safe_dump(_plain({key: arguments[key] for key in sorted(arguments)}), file)
+        command = " ".join(getattr(sys, "orig_argv", ["python3", *sys.argv]))
+        (Path(self.params_path) / "command.txt").write_text(command)
+        print(f"Log path: {self.save_path}")
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with mappings as plain dicts, tuples as lists and anything not YAML-native as its ``repr``."""
+    if isinstance(value, (dict, OrderedDict)):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return repr(value)
+
+
+@contextmanager
+def patched_zoo_module(module: Any, **replacements: Any) -> Iterator[None]:
+    """Temporarily replace module-level names of an rl-zoo3 script (its ``StoreDict``, ``ExperimentManager``)."""
+    originals = {name: getattr(module, name) for name in replacements}
+    for name, value in replacements.items():
+        setattr(module, name, value)
+    try:
+        yield
+    finally:
+        for name, value in originals.items():
+            setattr(module, name, value)

@@ -1,0 +1,75 @@
+"""Learning curves of zoo runs from their monitor files (rl-zoo3's plot scripts need seaborn and a display)."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import numpy as np
+from huggingface_sb3 import EnvironmentName
+
+X_AXES = ("steps", "episodes", "time")
+
+
+def find_runs(log_folder: str, algo: str, env_id: str) -> list[str]:
+    """Run folders ``<log_folder>/<algo>/<env>_<n>`` of ``env_id``, in run-number order."""
+    env_name = EnvironmentName(env_id)
+    runs = []
+    for path in glob.glob(os.path.join(log_folder, algo, f"{env_name}_*")):
+        suffix = os.path.basename(path)[len(env_name) + 1:]
+        if os.path.isdir(path) and suffix.isdigit():
+            runs.append((int(suffix), path))
+    return [path for _, path in sorted(runs)]
+
+
+def smooth(values: np.ndarray, window: int) -> np.ndarray:
+    """Trailing moving average over ``min(window, i + 1)`` values, so the curve starts at the first episode."""
+    if window < 1:
+        raise ValueError(f"window must be >= 1, got {window}")
+    cumulative = np.cumsum(np.insert(np.asarray(values, dtype=float), 0, 0.0))
+    counts = np.minimum(np.arange(1, len(values) + 1), window)
+    ends = np.arange(1, len(values) + 1)
+    return (cumulative[ends] - cumulative[ends - counts]) / counts
+
+
+def plot_runs(run_folders: list[str], output: str, *, x_axis: str = "steps", window: int = 20, title: str = "") -> int:
+    """Plot the smoothed training episode return of each run folder into ``output`` (PNG, PDF, SVG ...).
+
+    :param run_folders: folders holding SB3 ``*.monitor.csv`` files.
+    :param output: image path to write.
+    :param x_axis: ``"steps"``, ``"episodes"`` or ``"time"`` (hours).
+    :param window: episodes in the moving average.
+    :param title: figure title.
+    :return: number of runs plotted (folders without finished episodes are skipped).
+    """
+    if x_axis not in X_AXES:
+        raise ValueError(f"x_axis must be one of {list(X_AXES)}, got {x_axis!r}")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+    from stable_baselines3.common.monitor import LoadMonitorResultsError, load_results
+
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    plotted = 0
+    for folder in run_folders:
+        try:
+            frame = load_results(folder)
+        except LoadMonitorResultsError:
+            continue
+        if len(frame) == 0:
+            continue
+        x = {"steps": np.cumsum(frame.l.values), "episodes": np.arange(1, len(frame) + 1),
+             "time": frame.t.values / 3600.0}[x_axis]
+        axes.plot(x, smooth(frame.r.values, window), label=os.path.basename(os.path.normpath(folder)))
+        plotted += 1
+    axes.set_xlabel({"steps": "Timesteps", "episodes": "Episodes", "time": "Wall time (hours)"}[x_axis])
+    axes.set_ylabel(f"Training episode return (mean of {window})")
+    axes.set_title(title)
+    if plotted:
+        axes.legend()
+    figure.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+    figure.savefig(output)
+    plt.close(figure)
+    return plotted

@@ -1,0 +1,110 @@
+"""Optuna search space of ``ppo_ext``: SB3 PPO's settings plus the KL-penalty and KL-adaptive learning-rate settings.
+
+Follows rl-zoo3's convention: :func:`sample_ppo_ext_params` suggests raw parameters (``n_steps_pow``,
+``one_minus_gamma``, ...) and returns constructor arguments; :func:`convert_ppo_ext_params` turns a finished
+trial's raw ``params`` into the same arguments (rl-zoo3 uses it to load a trial with ``--trial-id``).
+Settings pinned on the command line (``--hyperparams n_steps:64``) are not searched: see ``pinned``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+import optuna
+from torch import nn
+
+NET_ARCHS: dict[str, dict[str, list[int]]] = {
+    "tiny": {"pi": [64], "vf": [64]},
+    "small": {"pi": [64, 64], "vf": [64, 64]},
+    "medium": {"pi": [256, 256], "vf": [256, 256]},
+}
+ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "leaky_relu": nn.LeakyReLU}
+OBJECTIVES = ("clip", "kl_penalty", "clip_kl_penalty")
+#: ``None`` keeps beta fixed / switches the KL-adaptive learning rate off.
+KL_PENALTY_TARGETS = (None, 0.003, 0.01, 0.02, 0.05)
+LR_KL_TARGETS = (None, 0.005, 0.01, 0.02)
+
+
+def sample_ppo_ext_params(trial: optuna.Trial, n_actions: int, n_envs: int, additional_args: dict,
+                          pinned: Collection[str] = ()) -> dict[str, Any]:
+    """Suggest one ``ppo_ext`` configuration (rl-zoo3's ``HYPERPARAMS_SAMPLER`` signature).
+
+    :param trial: the Optuna trial.
+    :param n_actions: size of a Box action space (unused; part of rl-zoo3's signature).
+    :param n_envs: number of environments (unused; part of rl-zoo3's signature).
+    :param additional_args: rl-zoo3's extra arguments (unused).
+    :param pinned: constructor arguments fixed by the user; they are not suggested.
+    :return: constructor keyword arguments.
+    """
+    del n_actions, n_envs, additional_args
+
+    def wanted(name: str) -> bool:
+        return name not in pinned
+
+    if wanted("batch_size"):
+        trial.suggest_int("batch_size_pow", 5, 10)
+    if wanted("n_steps"):
+        trial.suggest_int("n_steps_pow", 5, 12)
+    if wanted("gamma"):
+        trial.suggest_float("one_minus_gamma", 0.0001, 0.03, log=True)
+    if wanted("gae_lambda"):
+        trial.suggest_float("one_minus_gae_lambda", 0.0001, 0.1, log=True)
+    if wanted("ent_coef"):
+        trial.suggest_float("ent_coef", 1e-8, 0.1, log=True)
+    if wanted("n_epochs"):
+        trial.suggest_categorical("n_epochs", [1, 5, 10, 20])
+    if wanted("max_grad_norm"):
+        trial.suggest_float("max_grad_norm", 0.3, 2.0)
+    if wanted("policy_kwargs"):
+        trial.suggest_categorical("net_arch", list(NET_ARCHS))
+        trial.suggest_categorical("activation_fn", list(ACTIVATIONS))
+
+    objective = trial.suggest_categorical("objective", list(OBJECTIVES)) if wanted("objective") else None
+    if objective is None or objective == "clip_kl_penalty" or objective == "clip":
+        if wanted("clip_range"):
+            trial.suggest_categorical("clip_range", [0.1, 0.2, 0.3, 0.4])
+    if objective in ("kl_penalty", "clip_kl_penalty"):
+        if wanted("kl_coef"):
+            trial.suggest_float("kl_coef", 0.01, 10.0, log=True)
+        if wanted("kl_penalty_target"):
+            trial.suggest_categorical("kl_penalty_target", list(KL_PENALTY_TARGETS))
+
+    lr_kl_target = trial.suggest_categorical("lr_kl_target", list(LR_KL_TARGETS)) if wanted("lr_kl_target") else None
+    if wanted("learning_rate"):
+        # The adaptive rule clamps the rate to [lr_min, lr_max] = [1e-5, 1e-2]: keep the initial value inside.
+        trial.suggest_float("learning_rate", 1e-5, 0.002, log=True)
+    if lr_kl_target is not None and wanted("lr_kl_cadence"):
+        trial.suggest_categorical("lr_kl_cadence", ["minibatch", "epoch"])
+
+    for name, value in (("gamma", 1 - trial.params.get("one_minus_gamma", 0.0)),
+                        ("n_steps", 2 ** trial.params.get("n_steps_pow", 0)),
+                        ("batch_size", 2 ** trial.params.get("batch_size_pow", 0))):
+        if wanted(name):
+            trial.set_user_attr(name, value)
+    return convert_ppo_ext_params(trial.params)
+
+
+def convert_ppo_ext_params(sampled_params: dict[str, Any]) -> dict[str, Any]:
+    """Turn raw sampled parameters into ``ppo_ext`` constructor arguments (rl-zoo3's ``HYPERPARAMS_CONVERTER``).
+
+    ``batch_size_pow`` / ``n_steps_pow`` -> powers of two, ``one_minus_gamma`` / ``one_minus_gae_lambda`` ->
+    ``gamma`` / ``gae_lambda``, ``net_arch`` + ``activation_fn`` names -> ``policy_kwargs``; the rest unchanged.
+    """
+    params = dict(sampled_params)
+    converted: dict[str, Any] = {}
+    for name in ("batch_size", "n_steps"):
+        if f"{name}_pow" in params:
+            converted[name] = 2 ** params.pop(f"{name}_pow")
+    for name in ("gamma", "gae_lambda"):
+        if f"one_minus_{name}" in params:
+            converted[name] = 1 - params.pop(f"one_minus_{name}")
+    if "net_arch" in params or "activation_fn" in params:
+        policy_kwargs: dict[str, Any] = {}
+        if "net_arch" in params:
+            policy_kwargs["net_arch"] = NET_ARCHS[params.pop("net_arch")]
+        if "activation_fn" in params:
+            policy_kwargs["activation_fn"] = ACTIVATIONS[params.pop("activation_fn")]
+        converted["policy_kwargs"] = policy_kwargs
+    converted.update(params)
+    return converted
