@@ -83,7 +83,8 @@ def electricity_costs(action: np.ndarray, scaled_joint_speeds: np.ndarray) -> tu
     :param action: the action as used for the cost (pybullet_envs uses the raw, unclipped one).
     :param scaled_joint_speeds: joint velocities times 0.1, as in the observation.
     """
-    return float(np.abs(action * scaled_joint_speeds).mean()), float(np.square(action).mean())
+    count = action.size
+    return float(np.abs(action * scaled_joint_speeds).sum()) / count, float(action @ action) / count
 
 
 def walker_alive_bonus(torso_z: float, pitch: float) -> float:
@@ -225,8 +226,9 @@ class RobotState:
 
     joint_positions: np.ndarray
     joint_velocities: np.ndarray
-    part_positions: np.ndarray  # (n_parts, 3): torso and every link, as pybullet_envs' "parts"
-    torso_position: np.ndarray
+    part_xy_sum: tuple[float, float]  # sum of x and y over the torso and every link (pybullet_envs' "parts")
+    part_count: int
+    torso_position: tuple[float, float, float]
     torso_orientation: tuple[float, float, float, float]
     torso_velocity: tuple[float, float, float]
 
@@ -293,6 +295,7 @@ class MJCFRobot:
         # pybullet_envs' "parts": the base (unless a link is the torso) and every link.
         self.part_links = list(range(len(info)))
         self.base_is_part = self.torso_link == -1
+        self.part_count = len(self.part_links) + (1 if self.base_is_part else 0)
         self.masses = np.array([client.getDynamicsInfo(self.body_id, link)[0] for link in [-1, *self.part_links]])
 
         # Switch off the default velocity motors so that the joints are free until we apply torque.
@@ -327,17 +330,23 @@ class MJCFRobot:
             link_states = client.getLinkStates(self.body_id, self.part_links)
             torso_position, torso_orientation = client.getBasePositionAndOrientation(self.body_id)
             torso_velocity = client.getBaseVelocity(self.body_id)[0]
-            part_positions = np.array([torso_position, *[s[0] for s in link_states]])
+            sum_x, sum_y = torso_position[0], torso_position[1]
         else:
             link_states = client.getLinkStates(self.body_id, self.part_links, computeLinkVelocity=1)
             torso = link_states[self.torso_link]
             torso_position, torso_orientation, torso_velocity = torso[0], torso[1], torso[6]
-            part_positions = np.array([s[0] for s in link_states])
+            sum_x = sum_y = 0.0
+        # A plain loop: numpy's conversion of a list of tuples costs ten times more at these sizes.
+        for link_state in link_states:
+            position = link_state[0]
+            sum_x += position[0]
+            sum_y += position[1]
         return RobotState(
             joint_positions=positions,
             joint_velocities=velocities,
-            part_positions=part_positions,
-            torso_position=np.array(torso_position),
+            part_xy_sum=(sum_x, sum_y),
+            part_count=self.part_count,
+            torso_position=torso_position,
             torso_orientation=torso_orientation,
             torso_velocity=torso_velocity,
         )
@@ -481,6 +490,8 @@ class LocomotionEnv(gymnasium.Env):
         self.target = np.array([1000.0, 0.0])
         self._previous_distance = 0.0
         self._bearing = 0.0
+        self._scaled_positions = np.zeros(n_joints)
+        self._info_keys = tuple(f"reward_{name}" for name in self.reward_terms)
         self._feet_contact = np.zeros(n_feet)
         self._initial_z = 0.0
         self._last_frame_time = 0.0
@@ -533,8 +544,8 @@ class LocomotionEnv(gymnasium.Env):
         self._read_robot()
         self._initial_z = float(self._body_xyz[2]) if self.reference_height is None else self.reference_height
         self._previous_distance = self._target_distance
-        if not self.reference_quirks:
-            self._feet_contact = self.robot.feet_contacts(self.scene.floor_id)
+        # No collision pass has run since the snapshot was restored (PyBullet would report stale contacts), so the
+        # first observation's contact flags are 0, as in pybullet_envs.
         observation, finite = self._observation()
         info: dict[str, Any] = {"target": self.target.copy()}
         if not finite:
@@ -548,7 +559,7 @@ class LocomotionEnv(gymnasium.Env):
         if self._state is None:
             raise RuntimeError("call reset() before step()")
         action = check_action(action, self.action_space)
-        clipped = np.clip(action, -1.0, 1.0)
+        clipped = np.minimum(np.maximum(action, -1.0), 1.0)
         self.robot.apply_torques(clipped)
         if self.push_probability > 0.0 and self.np_random.random() < self.push_probability:
             self._push_torso()
@@ -570,24 +581,24 @@ class LocomotionEnv(gymnasium.Env):
 
         state = self._state
         electricity, stall = electricity_costs(action if self.reference_quirks else clipped, 0.1 * state.joint_velocities)
-        scaled = scale_joint_positions(state.joint_positions, self.robot.lower_limits, self.robot.upper_limits)
         raw_terms["electricity"] = electricity
         raw_terms["stall_torque"] = stall
-        raw_terms["joints_at_limit"] = float(count_joints_at_limit(scaled))
+        raw_terms["joints_at_limit"] = float(count_joints_at_limit(self._scaled_positions))
         raw_terms["feet_collision"] = (
             float(self.robot.feet_collisions(self.scene.floor_id)) if self.weights["feet_collision"] else 0.0
         )
         terminated = raw_terms["alive"] < 0.0
-        if not finite or not all(math.isfinite(value) for value in raw_terms.values()):
+        if not finite or not math.isfinite(sum(raw_terms.values())):
             # A physics blow-up: end the episode with a flag; reward and observation stay finite.
             raw_terms = {name: (value if math.isfinite(value) else 0.0) for name, value in raw_terms.items()}
             raw_terms["progress"] = 0.0
             terminated = True
             info["physics_blowup"] = True
         reward = 0.0
-        for name in self.reward_terms:
-            term = self.weights[name] * raw_terms[name]
-            info[f"reward_{name}"] = term
+        weights = self.weights
+        for name, key in zip(self.reward_terms, self._info_keys):
+            term = weights[name] * raw_terms[name]
+            info[key] = term
             reward += term
         info["target"] = self.target.copy()
         info["x_position"] = float(self._body_xyz[0])
@@ -623,13 +634,12 @@ class LocomotionEnv(gymnasium.Env):
     def _read_robot(self) -> None:
         state = self.robot.read_state()
         self._state = state
-        parts = state.part_positions
-        if self.reference_quirks:
-            # pybullet_envs averages the floor body (at the origin) into the centre.
-            centre_x, centre_y = parts[:, 0].sum() / (len(parts) + 1), parts[:, 1].sum() / (len(parts) + 1)
-        else:
-            centre_x, centre_y = parts[:, 0].mean(), parts[:, 1].mean()
-        self._body_xyz = np.array([centre_x, centre_y, state.torso_position[2]])
+        # pybullet_envs averages the floor body (at the origin) into the centre: one more part, at zero.
+        count = state.part_count + 1 if self.reference_quirks else state.part_count
+        self._body_xyz = np.array([state.part_xy_sum[0] / count, state.part_xy_sum[1] / count, state.torso_position[2]])
+        self._scaled_positions = scale_joint_positions(
+            state.joint_positions, self.robot.lower_limits, self.robot.upper_limits
+        )
         self._rpy = self._client.getEulerFromQuaternion(state.torso_orientation)
         self._read_target()
 
@@ -641,7 +651,7 @@ class LocomotionEnv(gymnasium.Env):
         roll, pitch, yaw = self._rpy
         vx, vy, vz = rotate_to_heading_frame(state.torso_velocity, yaw)
         joints = np.empty(2 * self.robot.action_size)
-        joints[0::2] = scale_joint_positions(state.joint_positions, self.robot.lower_limits, self.robot.upper_limits)
+        joints[0::2] = self._scaled_positions
         joints[1::2] = 0.1 * state.joint_velocities
         head = [
             self._body_xyz[2] - self._initial_z,
@@ -657,12 +667,12 @@ class LocomotionEnv(gymnasium.Env):
         finite = bool(np.isfinite(raw).all())
         if not finite:
             raw = np.nan_to_num(raw, nan=0.0, posinf=OBSERVATION_CLIP, neginf=-OBSERVATION_CLIP)
-        return np.clip(raw, -OBSERVATION_CLIP, OBSERVATION_CLIP).astype(np.float32), finite
+        return np.minimum(np.maximum(raw, -OBSERVATION_CLIP), OBSERVATION_CLIP).astype(np.float32), finite
 
     def _push_torso(self) -> None:
         angle = self.np_random.uniform(-math.pi, math.pi)
         force = [self.push_force * math.cos(angle), self.push_force * math.sin(angle), 0.0]
-        position = self._state.torso_position.tolist() if self._state is not None else [0.0, 0.0, 0.0]
+        position = list(self._state.torso_position) if self._state is not None else [0.0, 0.0, 0.0]
         self._client.applyExternalForce(self.robot.body_id, self.robot.torso_link, force, position, pybullet.WORLD_FRAME)
 
     def _update_gui(self) -> None:

@@ -1,0 +1,268 @@
+"""The gymnasium Env contract, checked on every registered ``sb3_ppo_ext`` task.
+
+Each test is parametrized over :data:`sb3_ppo_ext.envs.ENV_IDS`. A task whose module has not been written yet is
+skipped; once the module exists, any import error in it fails the tests.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import math
+import os
+
+import gymnasium as gym
+import numpy as np
+import pybullet
+import pytest
+from gymnasium import spaces
+from gymnasium.utils.env_checker import check_env as gymnasium_check_env
+from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+import sb3_ppo_ext  # noqa: F401  (registers the ids)
+from sb3_ppo_ext.envs import ENV_IDS
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+def make_env(env_id: str, **kwargs) -> gym.Env:
+    """``gym.make`` that skips only while the task's own module does not exist."""
+    module_name = gym.spec(env_id).entry_point.split(":")[0]
+    try:
+        importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name == module_name:
+            pytest.skip(f"{module_name} is not written yet")
+        raise
+    return gym.make(env_id, **kwargs)
+
+
+def seeded_actions(space: spaces.Space, count: int, seed: int) -> list:
+    space = gym.spaces.utils.flatten_space(space) if isinstance(space, spaces.Dict) else space
+    space.seed(seed)
+    return [space.sample() for _ in range(count)]
+
+
+def rollout(env: gym.Env, actions: list, seed: int) -> tuple[list, list, list]:
+    """Observations, rewards and end flags of ``actions``, reset with ``seed`` first and unseeded after an end."""
+    observation, _ = env.reset(seed=seed)
+    observations, rewards, ends = [observation], [], []
+    for action in actions:
+        observation, reward, terminated, truncated, _ = env.step(action)
+        observations.append(observation)
+        rewards.append(reward)
+        ends.append((terminated, truncated))
+        if terminated or truncated:
+            observation, _ = env.reset()
+            observations.append(observation)
+    return observations, rewards, ends
+
+
+def open_fd_count() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def resident_megabytes() -> float:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+@pytest.fixture(params=ENV_IDS)
+def env_id(request) -> str:
+    return request.param
+
+
+def test_registered_with_limits(env_id):
+    spec = gym.spec(env_id)
+    assert spec.max_episode_steps is not None and spec.max_episode_steps > 0
+    assert spec.reward_threshold is not None
+    assert env_id.startswith("sb3_ppo_ext/")
+
+
+def test_gymnasium_check_env(env_id):
+    env = make_env(env_id)
+    try:
+        gymnasium_check_env(env.unwrapped, skip_render_check=True)
+    finally:
+        env.close()
+
+
+def test_sb3_check_env(env_id):
+    env = make_env(env_id)
+    try:
+        sb3_check_env(env.unwrapped, warn=True)
+    finally:
+        env.close()
+
+
+def test_metadata_declares_true_fps(env_id):
+    env = make_env(env_id)
+    try:
+        fps = env.unwrapped.metadata["render_fps"]
+        assert "rgb_array" in env.unwrapped.metadata["render_modes"]
+        assert math.isfinite(fps) and fps > 0
+        if hasattr(env.unwrapped, "dt"):
+            assert fps == pytest.approx(1.0 / env.unwrapped.dt)
+    finally:
+        env.close()
+
+
+def test_same_seed_and_actions_give_same_trajectory(env_id):
+    first, second = make_env(env_id), make_env(env_id)
+    try:
+        actions = seeded_actions(first.action_space, 120, seed=7)
+        obs_a, rewards_a, ends_a = rollout(first, actions, seed=3)
+        obs_b, rewards_b, ends_b = rollout(second, actions, seed=3)
+        assert ends_a == ends_b
+        np.testing.assert_array_equal(np.array(rewards_a), np.array(rewards_b))
+        for a, b in zip(obs_a, obs_b):
+            np.testing.assert_array_equal(a, b)
+    finally:
+        first.close()
+        second.close()
+
+
+def test_reset_with_seed_replays_the_episode_whatever_ran_before(env_id):
+    env = make_env(env_id)
+    try:
+        actions = seeded_actions(env.action_space, 40, seed=1)
+        first = rollout(env, actions, seed=11)
+        rollout(env, seeded_actions(env.action_space, 60, seed=2), seed=5)  # something else in between
+        again = rollout(env, actions, seed=11)
+        np.testing.assert_array_equal(np.array(first[1]), np.array(again[1]))
+        for a, b in zip(first[0], again[0]):
+            np.testing.assert_array_equal(a, b)
+    finally:
+        env.close()
+
+
+def test_reward_terms_are_named_and_sum_to_reward(env_id):
+    env = make_env(env_id)
+    try:
+        env.reset(seed=0)
+        for action in seeded_actions(env.action_space, 60, seed=0):
+            _, reward, terminated, truncated, info = env.step(action)
+            terms = {key: value for key, value in info.items() if key.startswith("reward_")}
+            assert terms, "info must name the reward terms as reward_<name>"
+            assert all(math.isfinite(value) for value in terms.values())
+            assert math.fsum(terms.values()) == pytest.approx(reward, rel=1e-9, abs=1e-9)
+            if terminated or truncated:
+                env.reset()
+    finally:
+        env.close()
+
+
+def test_observations_stay_in_space_and_finite(env_id):
+    env = make_env(env_id)
+    try:
+        observation, _ = env.reset(seed=0)
+        for action in seeded_actions(env.action_space, 80, seed=4):
+            assert env.observation_space.contains(observation)
+            assert np.all(np.isfinite(observation))
+            observation, _, terminated, truncated, _ = env.step(action)
+            if terminated or truncated:
+                observation, _ = env.reset()
+    finally:
+        env.close()
+
+
+def test_make_close_cycles_release_clients_fds_and_memory(env_id):
+    def cycle() -> None:
+        env = make_env(env_id)
+        env.reset(seed=0)
+        env.step(env.action_space.sample())
+        env.close()
+
+    for _ in range(3):  # warm up caches (imports, pybullet_data file cache)
+        cycle()
+    gc.collect()
+    fds, memory = open_fd_count(), resident_megabytes()
+    probe = pybullet.connect(pybullet.DIRECT)
+    pybullet.disconnect(probe)
+    for _ in range(25):
+        cycle()
+    gc.collect()
+    probe_after = pybullet.connect(pybullet.DIRECT)
+    pybullet.disconnect(probe_after)
+    # Client ids are reused once released: a leak would push the next free id up by one per cycle.
+    assert probe_after <= probe
+    assert open_fd_count() <= fds
+    assert resident_megabytes() - memory < 25.0
+
+
+def test_close_twice_is_harmless(env_id):
+    env = make_env(env_id)
+    env.reset(seed=0)
+    env.close()
+    env.close()
+
+
+def test_two_instances_are_independent(env_id):
+    solo = make_env(env_id)
+    try:
+        actions_a = seeded_actions(solo.action_space, 50, seed=21)
+        actions_b = seeded_actions(solo.action_space, 50, seed=22)
+        expected_a = rollout(solo, actions_a, seed=1)
+    finally:
+        solo.close()
+    env_a, env_b = make_env(env_id), make_env(env_id)
+    try:
+        obs_a, _ = env_a.reset(seed=1)
+        env_b.reset(seed=2)
+        got = [obs_a]
+        rewards = []
+        for action_a, action_b in zip(actions_a, actions_b):
+            obs_a, reward_a, term_a, trunc_a, _ = env_a.step(action_a)
+            _, _, term_b, trunc_b, _ = env_b.step(action_b)
+            got.append(obs_a)
+            rewards.append(reward_a)
+            if term_a or trunc_a:
+                obs_a, _ = env_a.reset()
+                got.append(obs_a)
+            if term_b or trunc_b:
+                env_b.reset()
+        env_b.close()  # closing one must not disturb the other
+        obs_a, reward_a, *_ = env_a.step(actions_a[0])
+        assert np.all(np.isfinite(obs_a))
+        np.testing.assert_array_equal(np.array(rewards), np.array(expected_a[1]))
+        for a, b in zip(got, expected_a[0]):
+            np.testing.assert_array_equal(a, b)
+    finally:
+        env_a.close()
+        env_b.close()
+
+
+def bad_actions(space: spaces.Space) -> list:
+    if isinstance(space, spaces.Discrete):
+        return [np.array([0, 1]), float("nan"), 0.5, space.start + space.n]
+    assert isinstance(space, spaces.Box)
+    wrong_shape = np.zeros((space.shape[0] + 1,), dtype=np.float32)
+    with_nan = np.zeros(space.shape, dtype=np.float32)
+    with_nan.flat[0] = np.nan
+    with_inf = np.zeros(space.shape, dtype=np.float32)
+    with_inf.flat[-1] = np.inf
+    return [wrong_shape, with_nan, with_inf, np.zeros(())]
+
+
+def test_bad_actions_raise_value_error(env_id):
+    env = make_env(env_id)
+    try:
+        env.reset(seed=0)
+        for action in bad_actions(env.action_space):
+            with pytest.raises(ValueError, match="action"):
+                env.unwrapped.step(action)
+    finally:
+        env.close()
+
+
+def test_rgb_array_render_is_an_image(env_id):
+    env = make_env(env_id, render_mode="rgb_array")
+    try:
+        env.reset(seed=0)
+        env.step(env.action_space.sample())
+        frame = env.render()
+        assert isinstance(frame, np.ndarray) and frame.dtype == np.uint8
+        assert frame.ndim == 3 and frame.shape[2] == 3 and frame.shape[0] > 0 and frame.shape[1] > 0
+        assert frame.std() > 0  # not a blank frame
+    finally:
+        env.close()
