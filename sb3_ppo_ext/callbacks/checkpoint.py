@@ -1,0 +1,217 @@
+"""Rotating, crash-safe checkpoints and resuming from them."""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import pickle
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.callbacks import CheckpointCallback
+from stable_baselines3.common.vec_env import VecEnv, VecNormalize, unwrap_vec_normalize
+
+from sb3_ppo_ext.callbacks._common import StepSchedule, atomic_write, check_frequency, check_writable_dir, fsync_directory
+from sb3_ppo_ext.validation import check_int
+
+_STEPS_PATTERN = r"_(\d+)_steps\.zip"
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One checkpoint on disk: the model zip and, when saved, the ``VecNormalize`` statistics.
+
+    :param num_timesteps: the model's ``num_timesteps`` when it was saved.
+    :param model_path: path of the model zip (holds the weights, the optimiser, ``num_timesteps``, the schedules'
+        progress and the adaptive-KL state ``kl_coef`` / ``adaptive_learning_rate``).
+    :param vecnormalize_path: path of the pickled ``VecNormalize``, or ``None``.
+    """
+
+    num_timesteps: int
+    model_path: str
+    vecnormalize_path: str | None
+
+
+def model_checkpoint_path(folder: str, name_prefix: str, num_timesteps: int) -> str:
+    """Path of the model zip of a checkpoint (SB3's ``CheckpointCallback`` naming)."""
+    return os.path.join(folder, f"{name_prefix}_{num_timesteps}_steps.zip")
+
+
+def vecnormalize_checkpoint_path(folder: str, name_prefix: str, num_timesteps: int) -> str:
+    """Path of the ``VecNormalize`` pickle of a checkpoint (SB3's ``CheckpointCallback`` naming)."""
+    return os.path.join(folder, f"{name_prefix}_vecnormalize_{num_timesteps}_steps.pkl")
+
+
+def list_checkpoints(folder: str, name_prefix: str = "rl_model") -> list[Checkpoint]:
+    """The complete checkpoints in ``folder``, oldest first.
+
+    The model zip is written last, so a zip on disk means its checkpoint is complete; temporary files of an
+    interrupted write are ignored.
+    """
+    pattern = re.compile(re.escape(name_prefix) + _STEPS_PATTERN + "$")
+    found = []
+    for path in glob.glob(os.path.join(glob.escape(folder), f"{glob.escape(name_prefix)}_*_steps.zip")):
+        match = pattern.fullmatch(os.path.basename(path))
+        if match is None:
+            continue
+        steps = int(match.group(1))
+        stats = vecnormalize_checkpoint_path(folder, name_prefix, steps)
+        found.append(Checkpoint(steps, path, stats if os.path.exists(stats) else None))
+    return sorted(found, key=lambda checkpoint: checkpoint.num_timesteps)
+
+
+def find_latest_checkpoint(folder: str, name_prefix: str = "rl_model") -> Checkpoint | None:
+    """The newest complete checkpoint in ``folder`` (``None`` when there is none or the folder does not exist)."""
+    checkpoints = list_checkpoints(folder, name_prefix) if os.path.isdir(folder) else []
+    return checkpoints[-1] if checkpoints else None
+
+
+def resume_from_checkpoint(
+    folder: str,
+    env: VecEnv,
+    algorithm: type[BaseAlgorithm] | None = None,
+    name_prefix: str = "rl_model",
+    **load_kwargs: Any,
+) -> BaseAlgorithm:
+    """Load the newest checkpoint of ``folder`` to continue training where it stopped.
+
+    The model comes back with its ``num_timesteps`` (so schedules and the step-based callbacks carry on), its
+    optimiser state and its adaptive-KL state. When the checkpoint has ``VecNormalize`` statistics, ``env`` is wrapped
+    in the saved ``VecNormalize`` (or, when ``env`` already has one, that one receives the saved statistics).
+    Continue with ``model.learn(remaining_timesteps(model, total), reset_num_timesteps=False)``.
+
+    :param folder: the checkpoint folder of :class:`RotatingCheckpointCallback`.
+    :param env: the training environment, a ``VecEnv`` without or with ``VecNormalize``.
+    :param algorithm: the algorithm class; defaults to ``sb3_ppo_ext.PPO``.
+    :param name_prefix: the callback's ``name_prefix``.
+    :param load_kwargs: passed on to ``algorithm.load`` (e.g. ``device``).
+    :raises FileNotFoundError: when ``folder`` has no complete checkpoint.
+    """
+    if algorithm is None:
+        from sb3_ppo_ext.ppo import PPO
+
+        algorithm = PPO
+    checkpoint = find_latest_checkpoint(folder, name_prefix)
+    if checkpoint is None:
+        raise FileNotFoundError(f"no checkpoint named {name_prefix}_<steps>_steps.zip in {folder!r}")
+    if checkpoint.vecnormalize_path is not None:
+        env = _with_saved_statistics(env, checkpoint.vecnormalize_path)
+    return algorithm.load(checkpoint.model_path, env=env, **load_kwargs)
+
+
+def remaining_timesteps(model: BaseAlgorithm, total_timesteps: int) -> int:
+    """Steps left to reach ``total_timesteps`` in all, for ``learn(..., reset_num_timesteps=False)``.
+
+    With ``reset_num_timesteps=False`` SB3 adds ``num_timesteps`` to the requested steps, so learning the remainder
+    ends at ``total_timesteps`` and the schedules' progress continues from where the checkpoint left it.
+    """
+    check_int("total_timesteps", total_timesteps, minimum=1)
+    return max(0, int(total_timesteps) - int(model.num_timesteps))
+
+
+def _with_saved_statistics(env: VecEnv, vecnormalize_path: str) -> VecNormalize:
+    existing = unwrap_vec_normalize(env)
+    if existing is None:
+        return VecNormalize.load(vecnormalize_path, env)
+    with open(vecnormalize_path, "rb") as handle:
+        saved: VecNormalize = pickle.load(handle)
+    for attribute in ("obs_rms", "ret_rms", "clip_obs", "clip_reward", "gamma", "epsilon", "norm_obs", "norm_reward",
+                      "training"):
+        setattr(existing, attribute, getattr(saved, attribute))
+    return env
+
+
+class RotatingCheckpointCallback(CheckpointCallback):
+    """Save the model every ``save_freq`` environment steps and keep only the newest ``keep_last`` checkpoints.
+
+    Extends SB3's ``CheckpointCallback`` (same file names) with rotation and crash-safe writes: each file is written
+    to a temporary file in the same folder, fsynced and moved into place with ``os.replace``; the ``VecNormalize``
+    statistics are written before the model zip, so a model zip on disk is always a complete checkpoint and a crash
+    mid-write leaves the previous checkpoint intact. The model zip holds ``num_timesteps`` and the adaptive-KL
+    state; resume with :func:`resume_from_checkpoint`.
+
+    Unlike SB3's ``CheckpointCallback``, ``save_freq`` counts environment steps (``model.num_timesteps``, i.e. summed
+    over parallel envs), not callback calls.
+
+    :param save_freq: save every ``save_freq`` environment steps (>= 1).
+    :param save_path: folder for the checkpoints (created; must be writable).
+    :param keep_last: how many checkpoints to keep (>= 1); older ones are deleted.
+    :param name_prefix: file name prefix.
+    :param save_vecnormalize: also save the ``VecNormalize`` statistics when the training env has them.
+    :param save_on_training_end: also save when training ends, so the final state can be resumed.
+    :param verbose: 0 silent, 1 or more: log each save.
+    """
+
+    def __init__(
+        self,
+        save_freq: int,
+        save_path: str,
+        keep_last: int = 5,
+        name_prefix: str = "rl_model",
+        save_vecnormalize: bool = True,
+        save_on_training_end: bool = True,
+        verbose: int = 0,
+    ) -> None:
+        save_freq = check_frequency("save_freq", save_freq)
+        save_path = check_writable_dir("save_path", save_path)
+        if not isinstance(name_prefix, str) or not name_prefix or os.sep in name_prefix:
+            raise ValueError(f"name_prefix must be a non-empty file name prefix without {os.sep!r}, got {name_prefix!r}")
+        super().__init__(save_freq, save_path, name_prefix, save_replay_buffer=False,
+                         save_vecnormalize=bool(save_vecnormalize), verbose=verbose)
+        self.keep_last = check_int("keep_last", keep_last, minimum=1)
+        self.save_on_training_end = bool(save_on_training_end)
+        self._schedule = StepSchedule(save_freq)
+        self.last_checkpoint: Checkpoint | None = None
+
+    def _init_callback(self) -> None:
+        check_writable_dir("save_path", self.save_path)
+        self._remove_stale_temporaries()
+
+    def _on_training_start(self) -> None:
+        self._schedule.start(self.num_timesteps)
+
+    def _on_step(self) -> bool:
+        if self._schedule.due(self.num_timesteps):
+            self.save_checkpoint()
+        return True
+
+    def _on_training_end(self) -> None:
+        if self.save_on_training_end and (self.last_checkpoint is None or self.last_checkpoint.num_timesteps != self.num_timesteps):
+            self.save_checkpoint()
+
+    def save_checkpoint(self) -> Checkpoint:
+        """Write a checkpoint for the current ``num_timesteps`` now, then delete the ones beyond ``keep_last``."""
+        steps = self.num_timesteps
+        stats_path = None
+        vec_normalize = self.model.get_vec_normalize_env()
+        if self.save_vecnormalize and vec_normalize is not None:
+            stats_path = vecnormalize_checkpoint_path(self.save_path, self.name_prefix, steps)
+            with atomic_write(stats_path) as handle:
+                pickle.dump(vec_normalize, handle)
+        model_path = model_checkpoint_path(self.save_path, self.name_prefix, steps)
+        with atomic_write(model_path, suffix=".tmp.zip") as handle:
+            self.model.save(handle)
+        self.last_checkpoint = Checkpoint(steps, model_path, stats_path)
+        self.logger.record("checkpoint/num_timesteps", steps, exclude="stdout")
+        if self.verbose >= 1:
+            self.logger.info(f"Saved checkpoint {model_path}")
+        self._rotate()
+        return self.last_checkpoint
+
+    def _rotate(self) -> None:
+        checkpoints = list_checkpoints(self.save_path, self.name_prefix)
+        for old in checkpoints[: max(0, len(checkpoints) - self.keep_last)]:
+            # Model zip first: a checkpoint without its zip is not listed any more even if the next unlink fails.
+            for path in (old.model_path, vecnormalize_checkpoint_path(self.save_path, self.name_prefix, old.num_timesteps)):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+        fsync_directory(self.save_path)
+
+    def _remove_stale_temporaries(self) -> None:
+        """Delete temporary files left by a crash in the middle of a write of this callback's checkpoints."""
+        for path in glob.glob(os.path.join(glob.escape(self.save_path), f".{glob.escape(self.name_prefix)}_*.tmp*")):
+            with contextlib.suppress(OSError):
+                os.unlink(path)

@@ -1,0 +1,367 @@
+"""Watching the policy learn while training runs: a low-priority background process plays the latest weights."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+import sys
+import threading
+import time
+import traceback
+import warnings
+from types import FrameType
+from typing import Any
+
+import cloudpickle
+import gymnasium as gym
+import numpy as np
+from stable_baselines3.common.callbacks import BaseCallback
+
+from sb3_ppo_ext.callbacks._common import check_env_spec, check_writable_dir, find_vec_normalize
+from sb3_ppo_ext.callbacks._media import check_video_dependencies, pad_to_even
+from sb3_ppo_ext.validation import check_choice, check_int, check_number, check_positive
+
+LIVE_VIEW_MODES = ("auto", "human", "file")
+VIDEO_EXTENSIONS = (".gif", ".mp4")
+
+
+def display_available() -> bool:
+    """Whether a GUI window can be opened: always on macOS and Windows, with ``DISPLAY`` / ``WAYLAND_DISPLAY`` elsewhere."""
+    if sys.platform in ("darwin", "win32"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def resolve_mode(mode: str) -> str:
+    """``"human"`` or ``"file"``: ``"auto"`` picks the GUI where a display exists."""
+    if mode == "auto":
+        return "human" if display_available() else "file"
+    return mode
+
+
+class LiveViewCallback(BaseCallback):
+    """Watch the policy learn: a background process plays the latest weights on its own copy of the environment.
+
+    Like a render thread next to the trainer, but in a separate process at lower priority (``os.nice``) with a
+    frame-rate cap, so that training keeps its speed (see ``benchmarks/bench_live_view.py``). The process shows the
+    env in its window (``human`` mode) where a display exists; headless, it renders ``rgb_array`` frames and rewrites
+    ``output_path`` (GIF or MP4, replaced atomically) at the end of every episode it plays, so an image viewer or a
+    browser that reloads the file shows the policy as it improves.
+
+    The weights (and the ``VecNormalize`` observation statistics, applied without updating them) are sent after an
+    update at most every ``sync_interval`` seconds. The process stops when training ends, when training fails (a
+    watchdog thread notices that ``learn()`` is no longer running), when :meth:`close` is called or the callback is
+    used as a context manager, and by itself when the training process dies. A crash of the viewer only warns; it
+    never stops training.
+
+    Start method ``"spawn"`` (default) imports the main module in the child: guard scripts with
+    ``if __name__ == "__main__":``.
+
+    :param env: env id, created in the viewer process with ``env_kwargs`` (an id, so that it can cross processes).
+    :param mode: ``"auto"``, ``"human"`` (GUI window) or ``"file"`` (headless, rewrite ``output_path``).
+    :param output_path: file of the headless view, ending in ``.gif`` or ``.mp4``; its folder must be writable.
+    :param fps: frame-rate cap of the viewer (steps per second), > 0.
+    :param sync_interval: minimum seconds between two weight transfers, >= 0.
+    :param niceness: ``os.nice`` increment of the viewer process (0..19; higher is lower priority).
+    :param max_episode_steps: episode step limit in the viewer, >= 1.
+    :param max_frames: at most this many frames per written file (an episode longer than that is cut), >= 1.
+    :param downsample: keep every ``downsample``-th pixel row and column of written frames (1: full size), >= 1.
+    :param deterministic: act with the distribution's mode.
+    :param env_kwargs: keyword arguments for ``gymnasium.make``.
+    :param seed: seed of the viewer env's first reset.
+    :param start_method: ``multiprocessing`` start method (``"spawn"``, ``"forkserver"`` or ``"fork"``).
+    :param stop_timeout: seconds to wait for the viewer to exit before terminating it, > 0.
+    :param verbose: verbosity level.
+    """
+
+    def __init__(
+        self,
+        env: str,
+        mode: str = "auto",
+        output_path: str = "live_view.gif",
+        fps: float = 15.0,
+        sync_interval: float = 2.0,
+        niceness: int = 10,
+        max_episode_steps: int = 1000,
+        max_frames: int = 300,
+        downsample: int = 2,
+        deterministic: bool = True,
+        env_kwargs: dict[str, Any] | None = None,
+        seed: int | None = 0,
+        start_method: str = "spawn",
+        stop_timeout: float = 10.0,
+        verbose: int = 0,
+    ) -> None:
+        super().__init__(verbose)
+        if not isinstance(env, str):
+            raise ValueError(f"env must be an env id string (the viewer process creates its own env), got {env!r}")
+        check_env_spec("env", env, env_kwargs)
+        self.env_id = env
+        self.env_kwargs = dict(env_kwargs or {})
+        self.mode = check_choice("mode", mode, LIVE_VIEW_MODES)
+        if not isinstance(output_path, (str, os.PathLike)) or not os.fspath(output_path).lower().endswith(VIDEO_EXTENSIONS):
+            raise ValueError(f"output_path must be a file path ending in one of {VIDEO_EXTENSIONS}, got {output_path!r}")
+        self.output_path = os.path.abspath(os.fspath(output_path))
+        self.fps = check_positive("fps", fps)
+        self.sync_interval = check_number("sync_interval", sync_interval, low=0.0)
+        self.niceness = check_int("niceness", niceness, minimum=0)
+        if self.niceness > 19:
+            raise ValueError(f"niceness must be <= 19, got {niceness!r}")
+        self.max_episode_steps = check_int("max_episode_steps", max_episode_steps, minimum=1)
+        self.max_frames = check_int("max_frames", max_frames, minimum=1)
+        self.downsample = check_int("downsample", downsample, minimum=1)
+        self.deterministic = bool(deterministic)
+        if seed is not None:
+            check_int("seed", seed, minimum=0)
+        self.seed = seed
+        self.start_method = check_choice("start_method", start_method, multiprocessing.get_all_start_methods())
+        self.stop_timeout = check_positive("stop_timeout", stop_timeout)
+        if resolve_mode(self.mode) == "file":
+            check_writable_dir("output_path's folder", os.path.dirname(self.output_path))
+            check_video_dependencies("LiveViewCallback", self.output_path.lower().endswith(".gif"))
+
+        self.process: multiprocessing.process.BaseProcess | None = None
+        self.watchdog: threading.Thread | None = None
+        self._context = multiprocessing.get_context(self.start_method)
+        self._weights: Any = None
+        self._stop_event: Any = None
+        self._watchdog_stop = threading.Event()
+        self._lock = threading.Lock()
+        self._learn_frame: FrameType | None = None
+        self._training_thread_id: int | None = None
+        self._last_sync = -float("inf")
+        self._warned_dead = False
+
+    # ----------------------------------------------------------------- callback hooks
+
+    def _init_callback(self) -> None:
+        self.resolved_mode = resolve_mode(self.mode)
+        render_mode = "human" if self.resolved_mode == "human" else "rgb_array"
+        if self.resolved_mode == "file":
+            check_writable_dir("output_path's folder", os.path.dirname(self.output_path))
+        probe = gym.make(self.env_id, **self.env_kwargs)
+        try:
+            supported = probe.metadata.get("render_modes", [])
+        finally:
+            probe.close()
+        if render_mode not in supported:
+            raise ValueError(f"env must support render_mode={render_mode!r} for the live view, got {self.env_id} ({supported})")
+
+    def _on_training_start(self) -> None:
+        self._learn_frame = _find_learn_frame(sys._getframe(), self.model)
+        self._training_thread_id = threading.get_ident()
+        if self.process is None or not self.process.is_alive():
+            self._start_process()
+        self._sync(force=True)
+        self._watchdog_stop.clear()
+        if self._learn_frame is not None and (self.watchdog is None or not self.watchdog.is_alive()):
+            self.watchdog = threading.Thread(target=self._watch_training, name="live-view-watchdog", daemon=True)
+            self.watchdog.start()
+
+    def _on_rollout_start(self) -> None:
+        self._sync()
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_training_end(self) -> None:
+        self.close()
+
+    # ----------------------------------------------------------------- process control
+
+    def _start_process(self) -> None:
+        policy = self.model.policy
+        constructor = policy._get_constructor_parameters()
+        constructor["lr_schedule"] = _zero_learning_rate  # the viewer never trains; user schedules may not pickle
+        spec = cloudpickle.dumps((type(policy), constructor))
+        config = {
+            "env_id": self.env_id,
+            "env_kwargs": self.env_kwargs,
+            "render_mode": "human" if self.resolved_mode == "human" else "rgb_array",
+            "output_path": self.output_path if self.resolved_mode == "file" else None,
+            "fps": self.fps,
+            "niceness": self.niceness,
+            "max_episode_steps": self.max_episode_steps,
+            "max_frames": self.max_frames,
+            "downsample": self.downsample,
+            "deterministic": self.deterministic,
+            "seed": self.seed,
+            "parent_pid": os.getpid(),
+        }
+        self._weights = self._context.Queue(maxsize=1)
+        self._stop_event = self._context.Event()
+        self.process = self._context.Process(
+            target=_viewer_main, args=(spec, config, self._weights, self._stop_event), name="live-view", daemon=True
+        )
+        self.process.start()
+        self._warned_dead = False
+
+    def _sync(self, force: bool = False) -> None:
+        """Send the current weights and normalisation statistics, at most every ``sync_interval`` seconds."""
+        if self.process is None or self._weights is None:
+            return
+        if not self.process.is_alive():
+            if not self._warned_dead:
+                warnings.warn(f"the live view process exited (exit code {self.process.exitcode}); training goes on without it")
+                self._warned_dead = True
+            return
+        now = time.monotonic()
+        if not force and now - self._last_sync < self.sync_interval:
+            return
+        state = {name: tensor.detach().cpu().numpy() for name, tensor in self.model.policy.state_dict().items()}
+        try:
+            self._weights.put_nowait((state, _normalization_state(self.training_env)))
+            self._last_sync = now
+        except queue.Full:  # the viewer has not taken the previous weights yet: send at the next update
+            pass
+
+    def _watch_training(self) -> None:
+        """Stop the viewer as soon as ``learn()`` is no longer on the training thread's stack (ended or raised)."""
+        while not self._watchdog_stop.wait(0.5):
+            if not _frame_on_stack(self._learn_frame, self._training_thread_id):
+                self.close()
+                return
+
+    def close(self) -> None:
+        """Stop the viewer process and the watchdog thread; safe to call more than once and from any thread."""
+        with self._lock:
+            self._watchdog_stop.set()
+            process, self.process = self.process, None
+            if process is not None:
+                self._stop_event.set()
+                process.join(self.stop_timeout)
+                if process.is_alive():
+                    process.terminate()
+                    process.join(5.0)
+                if process.is_alive():
+                    process.kill()
+                    process.join()
+            if self._weights is not None:
+                self._weights.cancel_join_thread()  # never block on weights the dead viewer did not read
+                self._weights.close()
+                self._weights = None
+            self._learn_frame = None
+        watchdog = self.watchdog
+        if watchdog is not None and watchdog is not threading.current_thread():
+            watchdog.join()
+
+    def __enter__(self) -> LiveViewCallback:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+
+def _zero_learning_rate(_progress_remaining: float) -> float:
+    return 0.0
+
+
+def _normalization_state(training_env: Any) -> tuple[np.ndarray, np.ndarray, float, float] | None:
+    vec_normalize = find_vec_normalize(training_env)
+    if vec_normalize is None or not vec_normalize.norm_obs or isinstance(vec_normalize.obs_rms, dict):
+        return None
+    rms = vec_normalize.obs_rms
+    return rms.mean.copy(), rms.var.copy(), float(vec_normalize.epsilon), float(vec_normalize.clip_obs)
+
+
+def _find_learn_frame(frame: FrameType | None, model: Any) -> FrameType | None:
+    """The innermost ``learn`` frame of ``model`` above ``frame`` (the one that called ``on_training_start``)."""
+    while frame is not None:
+        if frame.f_code.co_name == "learn" and frame.f_locals.get("self") is model:
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def _frame_on_stack(target: FrameType | None, thread_id: int | None) -> bool:
+    if target is None or thread_id is None:
+        return False
+    frame = sys._current_frames().get(thread_id)
+    while frame is not None:
+        if frame is target:
+            return True
+        frame = frame.f_back
+    return False
+
+
+# --------------------------------------------------------------------- viewer process
+
+
+def _viewer_main(spec: bytes, config: dict[str, Any], weights: Any, stop: Any) -> None:
+    """Entry point of the viewer process."""
+    try:
+        os.nice(config["niceness"])
+    except OSError:
+        pass
+    import torch as th
+
+    th.set_num_threads(1)
+    policy_class, constructor = cloudpickle.loads(spec)
+    policy = policy_class(**constructor)
+    policy.set_training_mode(False)
+    env = gym.make(config["env_id"], render_mode=config["render_mode"], **config["env_kwargs"])
+    try:
+        _view(policy, env, config, weights, stop)
+    except Exception:
+        traceback.print_exc()
+        raise
+    finally:
+        env.close()
+
+
+def _view(policy: Any, env: gym.Env, config: dict[str, Any], weights: Any, stop: Any) -> None:
+    import torch as th
+
+    output_path = config["output_path"]
+    frame_interval = 1.0 / config["fps"]
+    normalization = None
+    frames: list[np.ndarray] = []
+    written = 0
+    steps = 0
+    observation, _ = env.reset(seed=config["seed"])
+    while not stop.is_set() and os.getppid() == config["parent_pid"]:
+        started = time.monotonic()
+        latest = _latest(weights)
+        if latest is not None:
+            state, normalization = latest
+            policy.load_state_dict({name: th.as_tensor(value) for name, value in state.items()})
+        action, _ = policy.predict(_normalize(observation, normalization), deterministic=config["deterministic"])
+        observation, _, terminated, truncated, _ = env.step(action)
+        steps += 1
+        if output_path is not None and len(frames) < config["max_frames"]:
+            frames.append(env.render()[:: config["downsample"], :: config["downsample"]])
+        if terminated or truncated or steps >= config["max_episode_steps"]:
+            if output_path is not None and frames:
+                _write(output_path, frames, config["fps"])
+                written += 1
+            frames, steps = [], 0
+            observation, _ = env.reset()
+        stop.wait(max(0.0, frame_interval - (time.monotonic() - started)))
+    if output_path is not None and frames and not written:
+        _write(output_path, frames, config["fps"])  # a short run still leaves something to look at
+
+
+def _latest(weights: Any) -> Any:
+    latest = None
+    while True:
+        try:
+            latest = weights.get_nowait()
+        except queue.Empty:
+            return latest
+
+
+def _normalize(observation: np.ndarray, normalization: tuple[np.ndarray, np.ndarray, float, float] | None) -> np.ndarray:
+    if normalization is None:
+        return observation
+    mean, var, epsilon, clip = normalization
+    return np.clip((observation - mean) / np.sqrt(var + epsilon), -clip, clip).astype(np.float32)
+
+
+def _write(path: str, frames: list[np.ndarray], fps: float) -> None:
+    from sb3_ppo_ext.callbacks._media import write_gif, write_mp4
+
+    if path.lower().endswith(".gif"):
+        write_gif(path, frames, fps)
+    else:
+        write_mp4(path, [pad_to_even(frame) for frame in frames], fps)
