@@ -108,7 +108,10 @@ def check_action(action: Any, action_space: spaces.Space) -> np.ndarray:
         if not action_space.start <= index < action_space.start + action_space.n:
             raise ValueError(f"action {index} is outside {action_space}")
         return np.asarray(index)
-    array = np.asarray(action, dtype=np.float64)
+    try:
+        array = np.asarray(action, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"action must be numeric with shape {action_space.shape}, got {action!r}") from None
     if array.shape != action_space.shape:
         raise ValueError(f"action must have shape {action_space.shape}, got shape {array.shape}")
     if not np.all(np.isfinite(array)):

@@ -246,7 +246,8 @@ class HumanoidFlagrunEnv(HumanoidEnv):
 class HumanoidFlagrunHarderEnv(HumanoidFlagrunEnv):
     """Flag run while being pelted with cubes; half of the episodes start lying on the ground.
 
-    Every 30 steps after step 100, while the robot is up, a 1.2 kg cube is thrown at it from 4 m at 20-30 m/s.
+    Every 30 steps after step 100 (``cube_throw_interval``, ``cube_throw_after_steps``), while the robot is up
+    (no net steps below 0.8 m), a 1.2 kg cube is thrown at it from 4 m at 20-30 m/s.
     Reward terms (Roboschool's potential-based shaping, split into named terms):
 
     * ``alive``: ``1 + clip(z, 0, 0.8) / 0.8`` (1 lying, 2 standing) until the torso has been below 0.8 m for
@@ -264,6 +265,8 @@ class HumanoidFlagrunHarderEnv(HumanoidFlagrunEnv):
     :param max_ground_steps: net steps below 0.8 m after which the episode ends.
     :param standing_up_weight: weight of the ``standing_up`` term.
     :param throw_cubes: throw cubes at the robot.
+    :param cube_throw_interval: steps between throws.
+    :param cube_throw_after_steps: no throw before this many steps into the episode.
     """
 
     reward_terms = (*HumanoidFlagrunEnv.reward_terms, "standing_up")
@@ -276,18 +279,25 @@ class HumanoidFlagrunHarderEnv(HumanoidFlagrunEnv):
         max_ground_steps: int = 170,
         standing_up_weight: float = 1.0,
         throw_cubes: bool = True,
+        cube_throw_interval: int = 30,
+        cube_throw_after_steps: int = 100,
         **kwargs: Any,
     ) -> None:
         if not 0.0 <= lying_start_probability <= 1.0:
             raise ValueError(f"lying_start_probability must be in [0, 1], got {lying_start_probability!r}")
         if int(max_ground_steps) != max_ground_steps or max_ground_steps < 1:
             raise ValueError(f"max_ground_steps must be an integer >= 1, got {max_ground_steps!r}")
+        for name, value in (("cube_throw_interval", cube_throw_interval), ("cube_throw_after_steps", cube_throw_after_steps)):
+            if int(value) != value or value < (1 if name == "cube_throw_interval" else 0):
+                raise ValueError(f"{name} must be an integer >= {1 if name == 'cube_throw_interval' else 0}, got {value!r}")
         if not math.isfinite(standing_up_weight):
             raise ValueError(f"standing_up_weight must be finite, got {standing_up_weight!r}")
         kwargs.setdefault("electricity_weight", -8.5 / 4)
         self.lying_start_probability = float(lying_start_probability)
         self.max_ground_steps = int(max_ground_steps)
         self.throw_cubes = bool(throw_cubes)
+        self.cube_throw_interval = int(cube_throw_interval)
+        self.cube_throw_after_steps = int(cube_throw_after_steps)
         self.started_lying = False
         self._frame = 0
         self._ground_steps = 0
@@ -317,7 +327,12 @@ class HumanoidFlagrunHarderEnv(HumanoidFlagrunEnv):
 
     def _alive_bonus(self) -> float:
         z = float(self._body_xyz[2])
-        if self.throw_cubes and self._frame % 30 == 0 and self._frame > 100 and self._ground_steps == 0:
+        if (
+            self.throw_cubes
+            and self._frame % self.cube_throw_interval == 0
+            and self._frame > self.cube_throw_after_steps
+            and self._ground_steps == 0
+        ):
             start, velocity = cube_throw(self.np_random, self._body_xyz, np.asarray(self._state.torso_velocity))
             self._client.resetBasePositionAndOrientation(self._cube_id, start.tolist(), [0.0, 0.0, 0.0, 1.0])
             self._client.resetBaseVelocity(self._cube_id, velocity.tolist(), [0.0, 0.0, 0.0])
