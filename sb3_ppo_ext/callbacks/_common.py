@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 import gymnasium as gym
+from gymnasium.envs.registration import load_env_creator
 import numpy as np
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize, unwrap_vec_normalize
 
@@ -153,11 +154,33 @@ def make_render_env(name: str, env: str | gym.Env, env_kwargs: dict[str, Any] | 
     :raises ValueError: when the environment does not support ``render_mode``.
     """
     if isinstance(env, str):
+        check_declared_render_mode(name, env, env_kwargs, render_mode)
         created = gym.make(env, render_mode=render_mode, **(env_kwargs or {}))
         check_render_mode(name, created, render_mode)
         return created
     check_render_mode(name, env, render_mode)
     return env
+
+
+def declared_render_modes(env_id: str, env_kwargs: dict[str, Any] | None = None) -> list[str]:
+    """The ``metadata["render_modes"]`` of a registered env, read from its class when possible (no env is built)."""
+    spec = gym.spec(env_id)
+    creator = load_env_creator(spec.entry_point) if isinstance(spec.entry_point, str) else spec.entry_point
+    metadata = getattr(creator, "metadata", None)
+    if isinstance(metadata, dict):
+        return list(metadata.get("render_modes", []))
+    probe = gym.make(env_id, **(env_kwargs or {}))  # a factory function: build one to read its metadata
+    try:
+        return list(probe.metadata.get("render_modes", []))
+    finally:
+        probe.close()
+
+
+def check_declared_render_mode(name: str, env_id: str, env_kwargs: dict[str, Any] | None, render_mode: str) -> None:
+    """Raise ``ValueError`` unless the registered env ``env_id`` declares ``render_mode``."""
+    supported = declared_render_modes(env_id, env_kwargs)
+    if render_mode not in supported:
+        raise ValueError(f"{name} must render in {render_mode!r} mode, got {env_id} (it supports {supported})")
 
 
 def check_render_mode(name: str, env: gym.Env, render_mode: str) -> None:

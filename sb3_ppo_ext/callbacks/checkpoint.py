@@ -134,14 +134,17 @@ class RotatingCheckpointCallback(CheckpointCallback):
     state; resume with :func:`resume_from_checkpoint`.
 
     Unlike SB3's ``CheckpointCallback``, ``save_freq`` counts environment steps (``model.num_timesteps``, i.e. summed
-    over parallel envs), not callback calls.
+    over parallel envs), not callback calls, and a checkpoint is taken at the first rollout start once a multiple of
+    ``save_freq`` is reached: after the update, with no collected data pending, so a resumed run repeats or loses
+    nothing. File names carry the exact ``num_timesteps``.
 
-    :param save_freq: save every ``save_freq`` environment steps (>= 1).
+    :param save_freq: save every ``save_freq`` environment steps (>= 1; rounded up to the next rollout boundary).
     :param save_path: folder for the checkpoints (created; must be writable).
     :param keep_last: how many checkpoints to keep (>= 1); older ones are deleted.
     :param name_prefix: file name prefix.
     :param save_vecnormalize: also save the ``VecNormalize`` statistics when the training env has them.
-    :param save_on_training_end: also save when training ends, so the final state can be resumed.
+    :param save_on_training_end: also save when training ends (after the last update), so the final state can be
+        resumed.
     :param verbose: 0 silent, 1 or more: log each save.
     """
 
@@ -173,13 +176,16 @@ class RotatingCheckpointCallback(CheckpointCallback):
     def _on_training_start(self) -> None:
         self._schedule.start(self.num_timesteps)
 
-    def _on_step(self) -> bool:
+    def _on_rollout_start(self) -> None:
+        # Between rollouts the update is done and no collected data is pending: the state to resume from.
         if self._schedule.due(self.num_timesteps):
             self.save_checkpoint()
+
+    def _on_step(self) -> bool:
         return True
 
     def _on_training_end(self) -> None:
-        if self.save_on_training_end and (self.last_checkpoint is None or self.last_checkpoint.num_timesteps != self.num_timesteps):
+        if self.save_on_training_end:
             self.save_checkpoint()
 
     def save_checkpoint(self) -> Checkpoint:
@@ -192,8 +198,14 @@ class RotatingCheckpointCallback(CheckpointCallback):
             with atomic_write(stats_path) as handle:
                 pickle.dump(vec_normalize, handle)
         model_path = model_checkpoint_path(self.save_path, self.name_prefix, steps)
-        with atomic_write(model_path, suffix=".tmp.zip") as handle:
-            self.model.save(handle)
+        try:
+            with atomic_write(model_path, suffix=".tmp.zip") as handle:
+                self.model.save(handle)
+        except BaseException:
+            if stats_path is not None:  # statistics without their model are no checkpoint
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(stats_path)
+            raise
         self.last_checkpoint = Checkpoint(steps, model_path, stats_path)
         self.logger.record("checkpoint/num_timesteps", steps, exclude="stdout")
         if self.verbose >= 1:

@@ -18,7 +18,7 @@ import gymnasium as gym
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
-from sb3_ppo_ext.callbacks._common import check_env_spec, check_writable_dir, find_vec_normalize
+from sb3_ppo_ext.callbacks._common import check_declared_render_mode, check_env_spec, check_writable_dir, find_vec_normalize
 from sb3_ppo_ext.callbacks._media import check_video_dependencies, pad_to_even
 from sb3_ppo_ext.validation import check_choice, check_int, check_number, check_positive
 
@@ -140,13 +140,7 @@ class LiveViewCallback(BaseCallback):
         render_mode = "human" if self.resolved_mode == "human" else "rgb_array"
         if self.resolved_mode == "file":
             check_writable_dir("output_path's folder", os.path.dirname(self.output_path))
-        probe = gym.make(self.env_id, **self.env_kwargs)
-        try:
-            supported = probe.metadata.get("render_modes", [])
-        finally:
-            probe.close()
-        if render_mode not in supported:
-            raise ValueError(f"env must support render_mode={render_mode!r} for the live view, got {self.env_id} ({supported})")
+        check_declared_render_mode("env", self.env_id, self.env_kwargs, render_mode)
 
     def _on_training_start(self) -> None:
         self._learn_frame = _find_learn_frame(sys._getframe(), self.model)

@@ -13,6 +13,7 @@ from sb3_ppo_ext.callbacks._common import (
     StepSchedule,
     check_env_spec,
     check_frequency,
+    check_render_mode,
     check_writable_dir,
     make_render_env,
     observation_normalizer,
@@ -65,6 +66,8 @@ class VideoRecorderCallback(BaseCallback):
     ) -> None:
         super().__init__(verbose)
         check_env_spec("env", env, env_kwargs)
+        if isinstance(env, gym.Env):
+            check_render_mode("env", env, "rgb_array")
         self.env_spec = env
         self.env_kwargs = dict(env_kwargs or {})
         self.video_freq = check_frequency("video_freq", video_freq)

@@ -1,0 +1,459 @@
+"""Training callbacks: checkpoints and resume, videos, live view, learning curves, normalisation freeze, together."""
+
+from __future__ import annotations
+
+import builtins
+import csv
+import glob
+import os
+import sys
+import threading
+import time
+
+import gymnasium as gym
+import imageio
+import numpy as np
+import pytest
+import torch as th
+from PIL import Image
+from stable_baselines3 import PPO as SB3PPO
+from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.logger import configure
+from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+from sb3_ppo_ext import PPO
+from sb3_ppo_ext.callbacks import (
+    ExportPolicyCallback,
+    FreezeNormalizationCallback,
+    LearningCurveCallback,
+    LiveViewCallback,
+    RotatingCheckpointCallback,
+    VideoRecorderCallback,
+    find_latest_checkpoint,
+    list_checkpoints,
+    remaining_timesteps,
+    resume_from_checkpoint,
+)
+from sb3_ppo_ext.callbacks._common import StepSchedule, atomic_write, next_multiple
+from sb3_ppo_ext.callbacks.live_view import resolve_mode
+from sb3_ppo_ext.callbacks.plot import moving_average
+
+pytest.importorskip("pygame", reason="classic-control rendering (CartPole, Pendulum) needs pygame")
+th.set_num_threads(1)
+TINY = {"net_arch": [16]}
+
+
+class NoRenderEnv(gym.Env):
+    """An env that cannot render at all."""
+
+    metadata = {"render_modes": []}
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(2, np.float32), 0.0, False, False, {}
+
+
+gym.register("CallbackTestNoRender-v0", entry_point=NoRenderEnv, max_episode_steps=10)
+
+
+class SuccessAtTimeLimit(gym.Wrapper):
+    """Reports ``is_success`` at episode end: success means the time limit was reached."""
+
+    def step(self, action):
+        observation, reward, terminated, truncated, info = super().step(action)
+        if terminated or truncated:
+            info["is_success"] = bool(truncated)
+        return observation, reward, terminated, truncated, info
+
+
+class RaiseAtStep(BaseCallback):
+    def __init__(self, step: int):
+        super().__init__()
+        self.step = step
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps >= self.step:
+            raise RuntimeError("simulated failure during training")
+        return True
+
+
+class WaitForFile(BaseCallback):
+    """Holds training at ``step`` until ``path`` exists (so that a background writer has had time to write)."""
+
+    def __init__(self, path: str, step: int, timeout: float = 60.0):
+        super().__init__()
+        self.path, self.step, self.timeout = path, step, timeout
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps == self.step:
+            deadline = time.monotonic() + self.timeout
+            while not os.path.exists(self.path) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        return True
+
+
+def _ppo(env, **kwargs) -> PPO:
+    kwargs = {"n_steps": 64, "batch_size": 64, "n_epochs": 1, "policy_kwargs": TINY, "seed": 0, **kwargs}
+    return PPO("MlpPolicy", env, **kwargs)
+
+
+def _normalized_env(env_id: str = "CartPole-v1", n_envs: int = 1, **kwargs) -> VecNormalize:
+    return VecNormalize(make_vec_env(env_id, n_envs=n_envs, seed=0, **kwargs))
+
+
+# --------------------------------------------------------------------- scheduling and file writes
+
+
+def test_step_schedule_fires_once_per_multiple_and_resumes_on_the_grid():
+    assert [next_multiple(value, 64) for value in (0, 63, 64, 65)] == [64, 64, 128, 128]
+    schedule = StepSchedule(100)
+    schedule.start(0)
+    fired = [steps for steps in range(0, 401, 30) if schedule.due(steps)]  # counts jump by 30 (n_envs = 30)
+    assert fired == [120, 210, 300]
+    schedule.start(250)  # a resumed run: next firing at 300
+    assert not schedule.due(299) and schedule.due(300) and not schedule.due(350)
+
+
+def test_atomic_write_failure_keeps_the_previous_file(tmp_path):
+    path = str(tmp_path / "file.bin")
+    with atomic_write(path) as handle:
+        handle.write(b"first")
+    with pytest.raises(OSError, match="disk full"):
+        with atomic_write(path) as handle:
+            handle.write(b"half of the sec")
+            raise OSError("disk full")
+    assert open(path, "rb").read() == b"first"
+    assert os.listdir(tmp_path) == ["file.bin"]
+
+
+# --------------------------------------------------------------------- checkpoints
+
+
+def test_rotating_checkpoints_keep_the_newest_and_resume_where_training_stopped(tmp_path):
+    folder = str(tmp_path / "checkpoints")
+    env = _normalized_env("Pendulum-v1")
+    model = _ppo(env, objective="kl_penalty", kl_coef=1.0, kl_penalty_target=1e-4, lr_kl_target=0.001, learning_rate=1e-3)
+    callback = RotatingCheckpointCallback(save_freq=64, save_path=folder, keep_last=2)
+    model.learn(256, callback=callback)
+
+    kept = list_checkpoints(folder)
+    assert [checkpoint.num_timesteps for checkpoint in kept] == [192, 256]
+    assert all(checkpoint.vecnormalize_path is not None for checkpoint in kept)
+    assert len(glob.glob(os.path.join(folder, "*"))) == 4
+    assert model.kl_coef != 1.0  # the adaptive state moved, so restoring it is meaningful
+
+    fresh_env = make_vec_env("Pendulum-v1", n_envs=1, seed=1)
+    resumed = resume_from_checkpoint(folder, fresh_env)
+    assert resumed.num_timesteps == 256
+    assert resumed.kl_coef == model.kl_coef
+    assert resumed.adaptive_learning_rate == model.adaptive_learning_rate
+    stats = resumed.get_vec_normalize_env()
+    assert stats is not None
+    np.testing.assert_array_equal(stats.obs_rms.mean, env.obs_rms.mean)
+    assert stats.obs_rms.count == env.obs_rms.count
+    for saved, restored in zip(model.policy.state_dict().values(), resumed.policy.state_dict().values()):
+        th.testing.assert_close(saved, restored)
+
+    total = 384
+    resumed.learn(remaining_timesteps(resumed, total), callback=callback, reset_num_timesteps=False)
+    assert resumed.num_timesteps == total
+    assert resumed._total_timesteps == total  # schedules measure progress against the original total
+    assert [checkpoint.num_timesteps for checkpoint in list_checkpoints(folder)] == [320, 384]
+    assert find_latest_checkpoint(folder).num_timesteps == 384
+
+
+def test_interrupted_checkpoint_write_leaves_the_previous_one_loadable(tmp_path, monkeypatch):
+    folder = str(tmp_path / "checkpoints")
+    env = _normalized_env()
+    model = _ppo(env)
+    callback = RotatingCheckpointCallback(save_freq=64, save_path=folder)
+    model.learn(64, callback=callback)
+    assert [checkpoint.num_timesteps for checkpoint in list_checkpoints(folder)] == [64]
+
+    def crash_mid_write(path_or_file, *args, **kwargs):
+        path_or_file.write(b"PK\x03\x04 half a zip")
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(model, "save", crash_mid_write)
+    with pytest.raises(OSError, match="No space left"):
+        model.learn(64, callback=callback, reset_num_timesteps=False)
+    assert sorted(os.listdir(folder)) == ["rl_model_64_steps.zip", "rl_model_vecnormalize_64_steps.pkl"]
+    latest = find_latest_checkpoint(folder)
+    assert latest.num_timesteps == 64
+    assert PPO.load(latest.model_path).num_timesteps == 64
+
+
+def test_checkpoint_bad_inputs(tmp_path):
+    with pytest.raises(ValueError, match="save_freq must be >= 1, got 0"):
+        RotatingCheckpointCallback(save_freq=0, save_path=str(tmp_path))
+    with pytest.raises(ValueError, match="save_freq must be >= 1, got -5"):
+        RotatingCheckpointCallback(save_freq=-5, save_path=str(tmp_path))
+    with pytest.raises(ValueError, match="keep_last must be >= 1, got 0"):
+        RotatingCheckpointCallback(save_freq=10, save_path=str(tmp_path), keep_last=0)
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    with pytest.raises(ValueError, match="save_path must be a folder that can be written"):
+        RotatingCheckpointCallback(save_freq=10, save_path=str(blocker / "checkpoints"))
+    if os.geteuid() != 0:  # root can write anywhere
+        read_only = tmp_path / "read_only"
+        read_only.mkdir(mode=0o500)
+        with pytest.raises(ValueError, match="save_path"):
+            RotatingCheckpointCallback(save_freq=10, save_path=str(read_only))
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        resume_from_checkpoint(str(tmp_path), make_vec_env("CartPole-v1"))
+
+
+# --------------------------------------------------------------------- videos
+
+
+class RecordObservations(gym.ObservationWrapper):
+    def __init__(self, env):
+        super().__init__(env)
+        self.seen: list[np.ndarray] = []
+
+    def observation(self, observation):
+        self.seen.append(np.array(observation))
+        return observation
+
+
+def test_video_has_one_frame_per_step_and_uses_frozen_training_normalisation(tmp_path, monkeypatch):
+    env = _normalized_env("Pendulum-v1")
+    model = _ppo(env)
+    eval_env = RecordObservations(gym.make("Pendulum-v1", render_mode="rgb_array"))
+    callback = VideoRecorderCallback(eval_env, video_freq=64, video_folder=str(tmp_path), max_steps=12, gif=True, n_episodes=2)
+    seen_by_policy = []
+    predict = model.predict
+
+    def spy(observation, *args, **kwargs):
+        seen_by_policy.append(np.array(observation))
+        return predict(observation, *args, **kwargs)
+
+    model.learn(64)  # statistics exist before the callback records
+    monkeypatch.setattr(model, "predict", spy)
+    callback.init_callback(model)
+    count_before = env.obs_rms.count
+    callback.num_timesteps = model.num_timesteps
+    mp4, gif = callback.record()
+    assert env.obs_rms.count == count_before  # the evaluation did not update the statistics
+    assert os.path.basename(mp4) == "policy-step-64.mp4" and os.path.basename(gif) == "policy-step-64.gif"
+    assert imageio.get_reader(mp4).count_frames() == 2 * (12 + 1)  # reset frame + one per step, two episodes
+    assert imageio.v3.imread(gif, index=None).shape[0] == 2 * (12 + 1)
+    raw = np.array([obs for obs in eval_env.seen])
+    raw_acting = np.concatenate([raw[0:12], raw[13:25]])  # the last observation of each episode is not acted on
+    np.testing.assert_allclose(np.array(seen_by_policy), env.normalize_obs(raw_acting), rtol=1e-6)
+
+
+def test_video_callback_records_during_training_with_step_in_name(tmp_path):
+    model = _ppo(make_vec_env("CartPole-v1", n_envs=2, seed=0))
+    callback = VideoRecorderCallback("CartPole-v1", video_freq=128, video_folder=str(tmp_path), max_steps=5)
+    model.learn(256, callback=callback)
+    assert sorted(os.listdir(tmp_path)) == ["policy-step-128.mp4", "policy-step-256.mp4"]
+    assert callback.env is None  # the env it created from the id is closed at the end
+
+
+def test_video_bad_inputs(tmp_path, monkeypatch):
+    with pytest.raises(ValueError, match="video_freq must be >= 1, got 0"):
+        VideoRecorderCallback("CartPole-v1", video_freq=0, video_folder=str(tmp_path))
+    with pytest.raises(ValueError, match="env must render in 'rgb_array' mode"):
+        VideoRecorderCallback(gym.make("CartPole-v1"), video_freq=10, video_folder=str(tmp_path))
+    with pytest.raises(ValueError, match="registered gymnasium env id"):
+        VideoRecorderCallback("NoSuchEnv-v9", video_freq=10, video_folder=str(tmp_path))
+    callback = VideoRecorderCallback("CallbackTestNoRender-v0", video_freq=10, video_folder=str(tmp_path))
+    model = _ppo(make_vec_env("CartPole-v1"))
+    with pytest.raises(ValueError, match="env must render in 'rgb_array' mode"):
+        model.learn(64, callback=callback)  # at start, before any training step
+    assert model.num_timesteps == 0
+    _hide_module(monkeypatch, "imageio")
+    with pytest.raises(ImportError, match=r"needs the optional dependency 'imageio': pip install 'sb3-ppo-ext\[video\]'"):
+        VideoRecorderCallback("CartPole-v1", video_freq=10, video_folder=str(tmp_path))
+
+
+def _hide_module(monkeypatch, module: str) -> None:
+    real_import = builtins.__import__
+
+    def import_without(name, *args, **kwargs):
+        if name == module or name.startswith(module + "."):
+            raise ImportError(f"No module named {module!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", import_without)
+    for loaded in [name for name in sys.modules if name == module or name.startswith(module + ".")]:
+        monkeypatch.delitem(sys.modules, loaded)
+
+
+# --------------------------------------------------------------------- normalisation freeze
+
+
+def test_freeze_stops_statistics_at_the_step_count(tmp_path):
+    env = _normalized_env(n_envs=2)
+    model = _ppo(env, n_steps=32)
+    model.set_logger(configure(str(tmp_path), ["csv"]))
+    callback = FreezeNormalizationCallback(freeze_after_steps=101)
+    model.learn(256, callback=callback)
+    assert callback.frozen_at_step == 102  # two envs: the count goes 100 -> 102
+    assert env.training is False and env.norm_reward is True
+    # 2 reset observations + 102 step observations (+ RunningMeanStd's initial epsilon count)
+    assert env.obs_rms.count == pytest.approx(1e-4 + 2 + 102)
+    with open(tmp_path / "progress.csv") as handle:
+        logged = [row["normalization/frozen_at_step"] for row in csv.DictReader(handle)]
+    assert "102" in logged
+
+
+def test_freeze_after_resume_past_the_step_is_immediate_and_needs_vecnormalize():
+    env = _normalized_env()
+    model = _ppo(env)
+    model.learn(64)
+    count = env.obs_rms.count
+    callback = FreezeNormalizationCallback(freeze_after_steps=10)
+    model.learn(64, callback=callback, reset_num_timesteps=False)
+    assert callback.frozen_at_step == 64 and env.obs_rms.count == count
+    with pytest.raises(ValueError, match="freeze_after_steps must be >= 1, got 0"):
+        FreezeNormalizationCallback(freeze_after_steps=0)
+    with pytest.raises(ValueError, match="needs a training env wrapped in VecNormalize"):
+        _ppo(make_vec_env("CartPole-v1")).learn(64, callback=FreezeNormalizationCallback(freeze_after_steps=10))
+
+
+# --------------------------------------------------------------------- learning curve
+
+
+def test_moving_average_by_hand():
+    np.testing.assert_allclose(moving_average(np.array([1.0, 3.0, 5.0, 7.0]), 2), [1.0, 2.0, 4.0, 6.0])
+    np.testing.assert_allclose(moving_average(np.array([2.0, 4.0, 9.0]), 5), [2.0, 3.0, 5.0])
+    assert moving_average(np.array([]), 3).size == 0
+
+
+def test_learning_curve_png_with_returns_success_and_adaptive_kl(tmp_path):
+    path = str(tmp_path / "plots" / "curve.png")
+    env = VecNormalize(make_vec_env("CartPole-v1", n_envs=2, seed=0, wrapper_class=SuccessAtTimeLimit,
+                                    env_kwargs={"max_episode_steps": 20}))
+    model = _ppo(env, objective="kl_penalty", kl_penalty_target=0.01, lr_kl_target=0.01, learning_rate=1e-3, n_steps=32)
+    callback = LearningCurveCallback(plot_freq=128, plot_path=path)
+    model.learn(256, callback=callback)
+    assert Image.open(path).format == "PNG"
+    labels = [label for label, _, _ in callback.panels()]
+    assert labels == ["episode return (raw)", "success rate", "KL(old || new)", "KL penalty beta", "learning rate"]
+    returns = np.array(callback.episode_returns.values)
+    assert returns.max() <= 20 and np.all(returns == np.round(returns))  # raw CartPole returns, not normalised ones
+    assert set(callback.successes.values) <= {0.0, 1.0}
+    assert callback.train_curves["train/kl_coef"].values[-1] == model.kl_coef  # one point per update, last included
+    assert len(callback.train_curves["train/kl"]) == 256 // 64
+
+
+def test_learning_curve_with_sb3_ppo_plots_only_the_learning_rate(tmp_path):
+    model = SB3PPO("MlpPolicy", "CartPole-v1", n_steps=64, batch_size=64, n_epochs=1, policy_kwargs=TINY, seed=0)
+    callback = LearningCurveCallback(plot_freq=64, plot_path=str(tmp_path / "curve.png"))
+    model.learn(128, callback=callback)
+    assert [label for label, _, _ in callback.panels()] == ["episode return (raw)", "learning rate"]
+    assert Image.open(tmp_path / "curve.png").size[0] > 0
+
+
+def test_learning_curve_bad_inputs(tmp_path, monkeypatch):
+    with pytest.raises(ValueError, match="plot_freq must be >= 1, got -1"):
+        LearningCurveCallback(plot_freq=-1, plot_path=str(tmp_path / "c.png"))
+    with pytest.raises(ValueError, match="plot_path must be a path ending in .png"):
+        LearningCurveCallback(plot_freq=10, plot_path=str(tmp_path / "c.jpg"))
+    _hide_module(monkeypatch, "matplotlib")
+    with pytest.raises(ImportError, match="'matplotlib'"):
+        LearningCurveCallback(plot_freq=10, plot_path=str(tmp_path / "c.png"))
+
+
+# --------------------------------------------------------------------- live view
+
+
+def _live_threads() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread.name == "live-view-watchdog"]
+
+
+class KeepProcess(BaseCallback):
+    """Keeps a handle on the live view's process (the callback drops its own when it stops it)."""
+
+    def __init__(self, live: LiveViewCallback):
+        super().__init__()
+        self.live, self.process = live, None
+
+    def _on_step(self) -> bool:
+        self.process = self.process or self.live.process
+        return True
+
+
+def test_live_view_refreshes_a_gif_and_stops_when_training_ends(tmp_path):
+    path = str(tmp_path / "live.gif")
+    env = _normalized_env()
+    live = LiveViewCallback("CartPole-v1", mode="file", output_path=path, fps=200, sync_interval=0.0, max_frames=20)
+    keep = KeepProcess(live)
+    model = _ppo(env)
+    model.learn(192, callback=[live, keep, WaitForFile(path, step=64)])
+    assert live.process is None and not keep.process.is_alive() and keep.process.exitcode == 0
+    assert not _live_threads()
+    frames = imageio.v3.imread(path, index=None)
+    assert 1 <= frames.shape[0] <= 20 and frames.shape[1:] == (200, 300, 3)  # 400 x 600 downsampled by 2
+
+
+def test_live_view_stops_when_training_fails(tmp_path):
+    live = LiveViewCallback("CartPole-v1", mode="file", output_path=str(tmp_path / "live.mp4"), stop_timeout=30)
+    keep = KeepProcess(live)
+    with pytest.raises(RuntimeError, match="simulated failure"):
+        _ppo(make_vec_env("CartPole-v1")).learn(512, callback=[live, keep, RaiseAtStep(100)])
+    assert keep.process is not None
+    deadline = time.monotonic() + 45
+    while (keep.process.is_alive() or _live_threads()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not keep.process.is_alive() and not _live_threads()
+    assert keep.process.exitcode == 0  # it stopped when asked, it was not killed
+
+
+def test_live_view_bad_inputs(tmp_path, monkeypatch):
+    with pytest.raises(ValueError, match="mode must be one of"):
+        LiveViewCallback("CartPole-v1", mode="window", output_path=str(tmp_path / "v.gif"))
+    with pytest.raises(ValueError, match="fps must be a finite number|fps must be > 0"):
+        LiveViewCallback("CartPole-v1", fps=0, output_path=str(tmp_path / "v.gif"))
+    with pytest.raises(ValueError, match="output_path must be a file path ending in one of"):
+        LiveViewCallback("CartPole-v1", mode="file", output_path=str(tmp_path / "v.avi"))
+    with pytest.raises(ValueError, match="env must be an env id string"):
+        LiveViewCallback(gym.make("CartPole-v1"), output_path=str(tmp_path / "v.gif"))
+    with pytest.raises(ValueError, match="niceness must be <= 19"):
+        LiveViewCallback("CartPole-v1", niceness=40, output_path=str(tmp_path / "v.gif"))
+    live = LiveViewCallback("CallbackTestNoRender-v0", mode="file", output_path=str(tmp_path / "v.gif"))
+    with pytest.raises(ValueError, match="env must render in 'rgb_array' mode"):
+        _ppo(make_vec_env("CartPole-v1")).learn(64, callback=live)
+    assert live.process is None
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    assert resolve_mode("auto") == ("human" if sys.platform in ("darwin", "win32") else "file")
+    monkeypatch.setenv("DISPLAY", ":0")
+    assert resolve_mode("auto") == "human" and resolve_mode("file") == "file"
+
+
+# --------------------------------------------------------------------- all together
+
+
+def test_all_callbacks_together_with_progress_bar_csv_and_tensorboard(tmp_path):
+    pytest.importorskip("tensorboard")
+    env = VecNormalize(make_vec_env("Pendulum-v1", n_envs=2, seed=0))
+    model = _ppo(env, n_steps=32, objective="clip_kl_penalty", tensorboard_log=str(tmp_path / "tb"))
+    model.set_logger(configure(str(tmp_path / "log"), ["csv", "tensorboard", "stdout"]))
+    callbacks = CallbackList([
+        RotatingCheckpointCallback(save_freq=64, save_path=str(tmp_path / "checkpoints"), keep_last=2),
+        VideoRecorderCallback("Pendulum-v1", video_freq=128, video_folder=str(tmp_path / "videos"), max_steps=5),
+        LiveViewCallback("Pendulum-v1", mode="file", output_path=str(tmp_path / "live.gif"), fps=100),
+        LearningCurveCallback(plot_freq=64, plot_path=str(tmp_path / "curve.png")),
+        FreezeNormalizationCallback(freeze_after_steps=128),
+        ExportPolicyCallback(str(tmp_path / "export"), formats="onnx,torchscript"),
+    ])
+    model.learn(256, callback=callbacks, progress_bar=True)
+    assert [checkpoint.num_timesteps for checkpoint in list_checkpoints(str(tmp_path / "checkpoints"))] == [192, 256]
+    assert sorted(os.listdir(tmp_path / "videos")) == ["policy-step-128.mp4", "policy-step-256.mp4"]
+    assert os.path.exists(tmp_path / "curve.png")
+    assert sorted(os.listdir(tmp_path / "export")) == ["policy.onnx", "policy.pt"]
+    assert env.training is False
+    assert not _live_threads()
+    with open(tmp_path / "log" / "progress.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 256 // 64 and {"train/kl", "train/kl_coef", "normalization/frozen_at_step"} <= set(rows[0])
+    assert glob.glob(str(tmp_path / "log" / "events.out.tfevents.*"))
