@@ -173,6 +173,33 @@ def plot(argv: Sequence[str]) -> None:
     print(f"Plotted {plotted} of {len(runs)} runs to {output}")
 
 
+
 def export(argv: Sequence[str]) -> None:
-    """``export``: write the ONNX policy of a run (``logs/ppo_ext/<env>_<n>``)."""
-    raise NotImplementedError
+    """``export``: write the ONNX policy of a run (raw observation -> action, normalisation included)."""
+    register_algorithm()
+    from huggingface_sb3 import EnvironmentName
+    from rl_zoo3.utils import ALGOS, get_model_path
+
+    from sb3_ppo_ext.callbacks import export_onnx
+
+    parser = argparse.ArgumentParser(prog="sb3-ppo-ext export", description=export.__doc__)
+    parser.add_argument("--env", required=True, help="environment id of the run")
+    parser.add_argument("--algo", default=ALGORITHM_NAME, choices=list(ALGOS))
+    parser.add_argument("-f", "--folder", default=DEFAULT_LOG_FOLDER, help="log folder (rl-zoo3 layout)")
+    parser.add_argument("--exp-id", type=int, default=0, help="run number (default 0: the latest)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--load-best", action="store_true", help="export best_model.zip instead of the final model")
+    which.add_argument("--load-checkpoint", type=int, help="export the checkpoint of this many timesteps")
+    which.add_argument("--load-last-checkpoint", action="store_true", help="export the latest checkpoint")
+    parser.add_argument("-o", "--output", help="ONNX file (default: next to the model, with .onnx)")
+    parser.add_argument("--opset", type=int, default=17, help="ONNX opset version")
+    args = parser.parse_args(list(argv))
+
+    env_name = EnvironmentName(args.env)
+    _, model_path, log_path = get_model_path(args.exp_id, args.folder, args.algo, env_name, args.load_best,
+                                             args.load_checkpoint, args.load_last_checkpoint)
+    model = ALGOS[args.algo].load(model_path, device="cpu")
+    vecnormalize_path = os.path.join(log_path, env_name, "vecnormalize.pkl")
+    output = args.output or os.path.splitext(model_path)[0] + ".onnx"
+    export_onnx(model, output, vecnormalize_path if os.path.isfile(vecnormalize_path) else None, opset=args.opset)
+    print(f"Exported {model_path} to {output}")

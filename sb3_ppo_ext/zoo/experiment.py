@@ -85,6 +85,12 @@ class SafeExperimentManager(ExperimentManager):
                 f"conf_file must be a YAML file (.yml or .yaml): rl-zoo3 would execute Python config files, got {self.config!r}"
             )
         hyperparams, saved_hyperparams = super().read_hyperparameters()
+        if self.storage and self.study_name and self.trial_id == 0:
+            # rl-zoo3 tests `if self.trial_id`, so it silently ignores trial 0: load it here, then let the
+            # command line override it as rl-zoo3 does for the other trials.
+            hyperparams.update(self.load_trial(self.storage, self.study_name, self.trial_id))
+            hyperparams.update(self.custom_hyperparams or {})
+            saved_hyperparams = OrderedDict((key, hyperparams[key]) for key in sorted(hyperparams))
         where = f"the {self.env_name.gym_id!r} block of {self.config} (or its command-line overrides)"
         check_block_keys(hyperparams, valid_keys(ALGOS[self.algo]), where=where)
         if "n_timesteps" not in hyperparams:
@@ -92,9 +98,10 @@ class SafeExperimentManager(ExperimentManager):
                 raise ValueError(f"n_timesteps is missing from {where}: set it there or pass -n")
             hyperparams["n_timesteps"] = self.n_timesteps
         parsed = preprocess_block(hyperparams, where=where)
-        if "normalize" in parsed:
-            # rl-zoo3's enjoy / record_video would eval a string here: save the parsed form.
-            saved_hyperparams["normalize"] = parsed["normalize"]
+        if isinstance(parsed.get("normalize"), dict):
+            # rl-zoo3's enjoy / record_video would eval a string here: save the parsed form (a copy, because
+            # rl-zoo3 adds gamma to the dict it is given).
+            saved_hyperparams["normalize"] = dict(parsed["normalize"])
         return parsed, saved_hyperparams
 
     def hyperparameters_optimization(self) -> None:

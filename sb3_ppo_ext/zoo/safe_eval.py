@@ -29,7 +29,7 @@ _ACTIVATIONS = (
 _OPTIMISERS = ("Adam", "AdamW", "SGD", "RMSprop", "Adamax", "NAdam", "RAdam", "Adagrad", "Adadelta")
 
 #: Modules whose public classes may be named by import path for ``callback``, ``env_wrapper``,
-#: ``vec_env_wrapper`` and ``policy``; each entry: module, base class (dotted), keys it serves.
+#: ``vec_env_wrapper`` and ``policy`` (each entry: the module, the base class its classes must subclass).
 _CLASS_MODULES: tuple[tuple[str, str], ...] = (
     ("sb3_ppo_ext.callbacks", "stable_baselines3.common.callbacks.BaseCallback"),
     ("stable_baselines3.common.callbacks", "stable_baselines3.common.callbacks.BaseCallback"),
@@ -52,19 +52,23 @@ def _import_attr(dotted: str) -> Any:
     return getattr(importlib.import_module(module_name), attr)
 
 
+@functools.cache
 def _public_subclasses(module_name: str, base_path: str) -> dict[str, type]:
     """Public classes of ``module_name`` that subclass ``base_path``, keyed by every import path that reaches them."""
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as error:
         if error.name is not None and module_name.startswith(error.name):
-            return {}  # an optional module (e.g. our callbacks while they are being written) is absent
+            return {}  # an optional package that is not installed
         raise
     base = _import_attr(base_path)
     names = getattr(module, "__all__", None) or [name for name in vars(module) if not name.startswith("_")]
     found: dict[str, type] = {}
     for name in names:
-        value = getattr(module, name, None)
+        try:
+            value = getattr(module, name, None)
+        except ImportError:  # a lazily loaded member whose optional dependency is missing (gymnasium's jax wrappers)
+            continue
         if inspect.isclass(value) and issubclass(value, base):
             found[f"{module_name}.{name}"] = value
             found[f"{value.__module__}.{value.__qualname__}"] = value
@@ -72,14 +76,8 @@ def _public_subclasses(module_name: str, base_path: str) -> dict[str, type]:
 
 
 @functools.cache
-def allowed_names() -> Mapping[str, Any]:
-    """Every name a config expression may use, mapped to the object it stands for.
-
-    Activations and optimisers under their usual aliases (``nn.ReLU``, ``th.nn.ReLU``, ``torch.nn.ReLU``,
-    ``th.optim.Adam``, ...), plus the public callbacks, wrappers, policies, buffers and optimisers of the modules
-    in ``_CLASS_MODULES`` under their full import paths (``sb3_ppo_ext.wrappers.FrameSkip``), and the short names
-    rl-zoo3's own configs use (``RMSpropTFLike``, ``HerReplayBuffer``).
-    """
+def _short_names() -> dict[str, Any]:
+    """Activations and optimisers under their usual aliases, and the short names rl-zoo3's configs use."""
     from torch import nn, optim
 
     names: dict[str, Any] = {}
@@ -89,16 +87,45 @@ def allowed_names() -> Mapping[str, Any]:
     for name in _OPTIMISERS:
         for prefix in ("th.optim", "torch.optim", "optim"):
             names[f"{prefix}.{name}"] = getattr(optim, name)
-    for module_name, base_path in _CLASS_MODULES:
-        names.update(_public_subclasses(module_name, base_path))
     names["RMSpropTFLike"] = _import_attr("stable_baselines3.common.sb2_compat.rmsprop_tf_like.RMSpropTFLike")
     names["HerReplayBuffer"] = _import_attr("stable_baselines3.HerReplayBuffer")
     return names
 
 
+def resolve_name(dotted: str) -> Any | None:
+    """The allow-listed object named ``dotted`` (``nn.ReLU``, ``sb3_ppo_ext.wrappers.FrameSkip``), else ``None``.
+
+    Only the allow-listed module that the path points into is imported, so a name outside the list imports nothing.
+    """
+    short = _short_names()
+    if dotted in short:
+        return short[dotted]
+    module_part = dotted.rpartition(".")[0]
+    for module_name, base_path in _CLASS_MODULES:
+        if module_part == module_name or module_part.startswith(module_name + "."):
+            found = _public_subclasses(module_name, base_path).get(dotted)
+            if found is not None:
+                return found
+    return None
+
+
+def allowed_names() -> Mapping[str, Any]:
+    """Every name a config expression or class path may use, mapped to the object it stands for.
+
+    Activations and optimisers under their usual aliases (``nn.ReLU``, ``th.nn.ReLU``, ``torch.nn.ReLU``,
+    ``th.optim.Adam``, ...), the short names rl-zoo3's own configs use (``RMSpropTFLike``, ``HerReplayBuffer``),
+    and the public callbacks, wrappers, policies and buffers of the modules in ``_CLASS_MODULES`` under their
+    import paths (``sb3_ppo_ext.wrappers.FrameSkip``). Imports all of those modules.
+    """
+    names = dict(_short_names())
+    for module_name, base_path in _CLASS_MODULES:
+        names.update(_public_subclasses(module_name, base_path))
+    return names
+
+
 def is_allowed_import_path(path: str) -> bool:
     """Whether ``path`` (e.g. ``"sb3_ppo_ext.wrappers.FrameSkip"``) names an allow-listed class."""
-    return path in allowed_names()
+    return resolve_name(path) is not None
 
 
 def _dotted_name(node: ast.expr) -> str | None:
@@ -148,8 +175,9 @@ class _Evaluator:
             return self.call(node)
         if isinstance(node, (ast.Name, ast.Attribute)):
             dotted = _dotted_name(node)
-            if dotted is not None and dotted in allowed_names():
-                return allowed_names()[dotted]
+            resolved = resolve_name(dotted) if dotted is not None else None
+            if resolved is not None:
+                return resolved
             raise self.refuse(node, "not an allowed name: use one of the activations nn.ReLU/nn.Tanh/..., "
                                     "optimisers th.optim.Adam/..., or an allow-listed callback/wrapper import path")
         raise self.refuse(node, f"{type(node).__name__} expressions are not allowed; use literals, dict(), list()")

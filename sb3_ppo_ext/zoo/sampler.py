@@ -61,7 +61,7 @@ def sample_ppo_ext_params(trial: optuna.Trial, n_actions: int, n_envs: int, addi
         trial.suggest_categorical("activation_fn", list(ACTIVATIONS))
 
     objective = trial.suggest_categorical("objective", list(OBJECTIVES)) if wanted("objective") else None
-    if objective is None or objective == "clip_kl_penalty" or objective == "clip":
+    if objective != "kl_penalty":  # the pure penalty objective does not clip
         if wanted("clip_range"):
             trial.suggest_categorical("clip_range", [0.1, 0.2, 0.3, 0.4])
     if objective in ("kl_penalty", "clip_kl_penalty"):

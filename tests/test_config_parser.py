@@ -1,0 +1,206 @@
+"""The restricted parser that replaces rl-zoo3's eval() of config strings, and the config-block checks."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+from torch import nn, optim
+
+from sb3_ppo_ext import PPO
+from sb3_ppo_ext.zoo.experiment import parse_key_value_arguments
+from sb3_ppo_ext.zoo.hyperparams import ZOO_KEYS, check_block_keys, check_class_paths, preprocess_block, valid_keys
+from sb3_ppo_ext.zoo.safe_eval import allowed_names, parse_expression, resolve_name
+from sb3_ppo_ext.zoo.sampler import convert_ppo_ext_params, sample_ppo_ext_params
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1", 1),
+        ("-2", -2),
+        ("+2.5e-3", 2.5e-3),
+        ("'lin_0.3'", "lin_0.3"),
+        ("True", True),
+        ("None", None),
+        ("[64, 64]", [64, 64]),
+        ("(1, 2)", (1, 2)),
+        ("{'a': 1}", {"a": 1}),
+        ("dict(norm_obs=True, norm_reward=False)", {"norm_obs": True, "norm_reward": False}),
+        ("list((1, 2))", [1, 2]),
+        ("tuple([3])", (3,)),
+        ("dict()", {}),
+    ],
+)
+def test_literals_and_builtin_calls(text, expected):
+    assert parse_expression(text) == expected
+
+
+def test_zoo_policy_kwargs_string_parses_to_the_objects_eval_would_give():
+    text = """dict(log_std_init=-2,
+                   ortho_init=False,
+                   activation_fn=nn.ReLU,
+                   net_arch=dict(pi=[256, 256], vf=[256, 256])
+                   )"""
+    assert parse_expression(text) == {
+        "log_std_init": -2,
+        "ortho_init": False,
+        "activation_fn": nn.ReLU,
+        "net_arch": {"pi": [256, 256], "vf": [256, 256]},
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [("nn.Tanh", nn.Tanh), ("th.nn.ELU", nn.ELU), ("torch.nn.LeakyReLU", nn.LeakyReLU), ("th.optim.AdamW", optim.AdamW)],
+)
+def test_allowed_names(name, expected):
+    assert parse_expression(f"dict(x={name})") == {"x": expected}
+
+
+def test_our_wrappers_and_callbacks_are_allow_listed_by_import_path():
+    from sb3_ppo_ext.wrappers import FrameSkip
+
+    assert resolve_name("sb3_ppo_ext.wrappers.FrameSkip") is FrameSkip
+    names = allowed_names()
+    assert "sb3_ppo_ext.wrappers.FrameSkip" in names
+    assert "stable_baselines3.common.callbacks.CheckpointCallback" in names
+    assert resolve_name("os.system") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "offending"),
+    [
+        ("__import__('os').system('echo hacked')", "__import__('os').system('echo hacked')"),
+        ("dict(a=__import__('os'))", "__import__('os')"),
+        ("os.system('ls')", "os.system('ls')"),
+        ("dict(activation_fn=nn.Module.__subclasses__)", "nn.Module.__subclasses__"),
+        ("().__class__.__bases__", "().__class__.__bases__"),
+        ("(lambda: 1)()", "(lambda: 1)()"),
+        ("[x for x in range(3)]", "[x for x in range(3)]"),
+        ("open('/etc/passwd')", "open('/etc/passwd')"),
+        ("dict(**{'a': 1})", "dict(**{'a': 1})"),
+        ("{**{'a': 1}}", "{**{'a': 1}}"),
+        ("2 ** 100000", "2 ** 100000"),
+        ("[1][0]", "[1][0]"),
+        ("f'{1}'", "f'{1}'"),
+        ("dict([('a', 1)])", "dict([('a', 1)])"),
+        ("-'a'", "-'a'"),
+        ("b'x'", "b'x'"),
+    ],
+)
+def test_refuses_anything_else_naming_the_offending_text(text, offending):
+    with pytest.raises(ValueError) as error:
+        parse_expression(text, what="policy_kwargs")
+    message = str(error.value)
+    assert message.startswith("policy_kwargs: ")
+    assert repr(offending) in message
+
+
+def test_syntax_error_is_a_value_error():
+    with pytest.raises(ValueError, match="not a valid Python expression"):
+        parse_expression("dict(a=", what="normalize")
+
+
+def test_key_value_arguments():
+    assert parse_key_value_arguments(["learning_rate:0.01", "policy_kwargs:dict(net_arch=[8])", "x:'a:b'"],
+                                     option="--hyperparams") == {
+        "learning_rate": 0.01, "policy_kwargs": {"net_arch": [8]}, "x": "a:b"}
+    with pytest.raises(ValueError, match="key:value"):
+        parse_key_value_arguments(["learning_rate"], option="--hyperparams")
+    with pytest.raises(ValueError, match="__import__"):
+        parse_key_value_arguments(["x:__import__('os')"], option="--env-kwargs")
+
+
+def test_valid_keys_are_constructor_parameters_plus_zoo_keys():
+    keys = valid_keys(PPO)
+    assert {"learning_rate", "objective", "lr_kl_target", "kl_penalty_target", "fast_collect", "policy"} <= keys
+    assert ZOO_KEYS <= keys
+    assert not {"env", "seed", "device", "verbose", "tensorboard_log", "self"} & keys
+
+
+def test_unknown_key_names_the_key_and_the_nearest_valid_one():
+    with pytest.raises(ValueError) as error:
+        check_block_keys({"policy": "MlpPolicy", "lerning_rate": 1e-3}, valid_keys(PPO), where="'CartPole-v1' in x.yml")
+    message = str(error.value)
+    assert "'lerning_rate'" in message and "did you mean 'learning_rate'?" in message and "'CartPole-v1' in x.yml" in message
+    with pytest.raises(ValueError, match="did you mean 'lr_kl_target'"):
+        check_block_keys({"lr_kl_targt": 0.01}, valid_keys(PPO), where="block")
+    with pytest.raises(ValueError, match="unknown key 'seed'"):
+        check_block_keys({"seed": 1}, valid_keys(PPO), where="block")
+
+
+def test_preprocess_block_parses_eval_strings_and_checks_the_rest():
+    block = {
+        "policy_kwargs": "dict(activation_fn=nn.Tanh)",
+        "normalize": "dict(norm_reward=False)",
+        "learning_rate": "lin_3e-4",
+        "env_wrapper": [{"sb3_ppo_ext.wrappers.FrameSkip": {"skip": 6}}],
+        "callback": "stable_baselines3.common.callbacks.CheckpointCallback",
+    }
+    parsed = preprocess_block(block, where="test")
+    assert parsed["policy_kwargs"] == {"activation_fn": nn.Tanh}
+    assert parsed["normalize"] == {"norm_reward": False}
+    assert block["policy_kwargs"] == "dict(activation_fn=nn.Tanh)"  # the input is not modified
+    assert preprocess_block({"normalize": True}, where="test") == {"normalize": True}
+
+
+@pytest.mark.parametrize(
+    ("block", "message"),
+    [
+        ({"learning_rate": "lin_abc"}, "learning_rate must be a number or a linear schedule"),
+        ({"clip_range": "exp_0.2"}, "clip_range must be a number or a linear schedule"),
+        ({"callback": "os.system"}, "callback: 'os.system' is not an allow-listed"),
+        ({"callback": [{"subprocess.run": {"args": "ls"}}]}, "callback: 'subprocess.run' is not an allow-listed"),
+        ({"env_wrapper": "builtins.exec"}, "env_wrapper: 'builtins.exec' is not an allow-listed"),
+        ({"vec_env_wrapper": {"a.B": 1, "c.D": 2}}, "one-key mapping"),
+        ({"policy": "os.system"}, "policy: 'os.system' is not an allow-listed"),
+        ({"normalize": "__import__('os')"}, "normalize in test: \"__import__('os')\""),
+        ({"monitor_kwargs": "exec('1')"}, "monitor_kwargs in test"),
+        ({"replay_buffer_kwargs": "globals()"}, "replay_buffer_kwargs in test"),
+    ],
+)
+def test_preprocess_block_rejects(block, message):
+    with pytest.raises(ValueError) as error:
+        preprocess_block(block, where="test")
+    assert message in str(error.value)
+
+
+def test_class_paths_accept_kwargs_items():
+    check_class_paths("env_wrapper", ["sb3_ppo_ext.wrappers.FrameSkip", {"sb3_ppo_ext.wrappers.FrameSkip": {"skip": 2}}])
+    with pytest.raises(ValueError, match="must be a mapping"):
+        check_class_paths("env_wrapper", [{"sb3_ppo_ext.wrappers.FrameSkip": [2]}])
+
+
+def test_convert_ppo_ext_params():
+    converted = convert_ppo_ext_params({
+        "batch_size_pow": 6, "n_steps_pow": 8, "one_minus_gamma": 0.01, "one_minus_gae_lambda": 0.05,
+        "net_arch": "small", "activation_fn": "relu", "objective": "kl_penalty", "kl_coef": 0.5, "lr_kl_target": None,
+    })
+    assert converted == {
+        "batch_size": 64, "n_steps": 256, "gamma": pytest.approx(0.99), "gae_lambda": pytest.approx(0.95),
+        "policy_kwargs": {"net_arch": {"pi": [64, 64], "vf": [64, 64]}, "activation_fn": nn.ReLU},
+        "objective": "kl_penalty", "kl_coef": 0.5, "lr_kl_target": None,
+    }
+
+
+def test_sampler_searches_the_kl_settings_and_leaves_pinned_ones_alone():
+    trial = optuna.trial.FixedTrial({
+        "batch_size_pow": 5, "one_minus_gamma": 0.01, "one_minus_gae_lambda": 0.02, "ent_coef": 1e-4, "n_epochs": 5,
+        "max_grad_norm": 0.5, "objective": "clip_kl_penalty", "clip_range": 0.2, "kl_coef": 1.0,
+        "kl_penalty_target": 0.01, "lr_kl_target": 0.01, "learning_rate": 1e-3, "lr_kl_cadence": "epoch",
+    })
+    # n_steps and policy_kwargs are pinned: FixedTrial would raise if the sampler asked for them.
+    params = sample_ppo_ext_params(trial, 1, 1, {}, pinned={"n_steps", "policy_kwargs"})
+    assert params["objective"] == "clip_kl_penalty" and params["kl_penalty_target"] == 0.01
+    assert params["lr_kl_target"] == 0.01 and params["lr_kl_cadence"] == "epoch"
+    assert "n_steps" not in params and "policy_kwargs" not in params
+    assert params["batch_size"] == 32
+
+
+def test_sampler_asks_no_clip_range_for_the_pure_penalty_objective():
+    trial = optuna.trial.FixedTrial({"objective": "kl_penalty", "kl_coef": 0.3, "kl_penalty_target": None,
+                                     "lr_kl_target": None, "learning_rate": 3e-4})
+    pinned = {"batch_size", "n_steps", "gamma", "gae_lambda", "ent_coef", "n_epochs", "max_grad_norm", "policy_kwargs"}
+    params = sample_ppo_ext_params(trial, 1, 1, {}, pinned=pinned)
+    assert params == {"objective": "kl_penalty", "kl_coef": 0.3, "kl_penalty_target": None, "lr_kl_target": None,
+                      "learning_rate": 3e-4}

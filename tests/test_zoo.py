@@ -1,0 +1,268 @@
+"""The ``sb3-ppo-ext`` command on rl-zoo3's machinery: every bundled config trains, runs are watched, recorded,
+exported, plotted, continued and searched, and unsafe or misspelt configs are refused."""
+
+from __future__ import annotations
+
+import glob
+import importlib
+import os
+import subprocess
+import sys
+import zipfile
+
+import gymnasium as gym
+import numpy as np
+import optuna
+import pytest
+import torch as th
+import yaml
+
+import sb3_ppo_ext  # noqa: F401  (registers the bundled tasks)
+from sb3_ppo_ext import PPO
+from sb3_ppo_ext.cli import main
+from sb3_ppo_ext.zoo import check_block_keys, default_config_path, preprocess_block, valid_keys
+from sb3_ppo_ext.zoo.plotting import smooth
+
+BUNDLED_CONFIG = default_config_path()
+with open(BUNDLED_CONFIG) as _file:
+    CONFIG_KEYS = list(yaml.safe_load(_file))
+#: The ``default`` block is exercised through an env id that has no block of its own.
+ENV_FOR_KEY = {"default": "Acrobot-v1"}
+WALKER = "sb3_ppo_ext/Walker2D-v0"
+#: Tiny rollouts so that each config trains in seconds; everything else comes from the bundled block.
+TINY = ["--hyperparams", "n_envs:2", "n_steps:128", "batch_size:64", "n_epochs:2"]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = th.get_num_threads()
+    th.set_num_threads(1)
+    yield
+    th.set_num_threads(threads)
+
+
+def train_argv(env_id: str, folder, n_timesteps: int, *extra: str) -> list[str]:
+    return ["train", "--env", env_id, "-n", str(n_timesteps), "-f", str(folder), "--seed", "0", "--eval-freq", "-1",
+            "--no-progress", "--verbose", "0", "--num-threads", "1", *extra]
+
+
+def run_folder(folder, env_id: str, run: int = 1) -> str:
+    return os.path.join(str(folder), "ppo_ext", f"{env_id.replace('/', '-')}_{run}")
+
+
+def skip_if_env_module_missing(env_id: str) -> None:
+    """Skip only when the env's own entry-point module does not exist yet (bundled tasks are written concurrently)."""
+    entry_point = gym.spec(env_id).entry_point
+    if not isinstance(entry_point, str):
+        return
+    module = entry_point.split(":")[0]
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError as error:
+        if error.name == module:
+            pytest.skip(f"{module} does not exist yet")
+        raise
+
+
+def test_bundled_config_blocks_are_valid():
+    with open(BUNDLED_CONFIG) as file:
+        config = yaml.safe_load(file)
+    assert set(sb3_ppo_ext.envs.ENV_IDS) | {"CartPole-v1", "Pendulum-v1", "MountainCar-v0", "default"} <= set(config)
+    for key, block in config.items():
+        check_block_keys(block, valid_keys(PPO), where=key)
+        preprocess_block(block, where=key)
+        assert block["n_timesteps"] > 0
+
+
+@pytest.mark.parametrize("config_key", CONFIG_KEYS)
+def test_every_config_entry_trains(config_key, tmp_path):
+    env_id = ENV_FOR_KEY.get(config_key, config_key)
+    skip_if_env_module_missing(env_id)
+    main(train_argv(env_id, tmp_path, 1024, *TINY))
+    run = run_folder(tmp_path, env_id)
+    env_name = env_id.replace("/", "-")
+    model = PPO.load(os.path.join(run, f"{env_name}.zip"), device="cpu")
+    assert model.num_timesteps >= 1024
+    with open(os.path.join(run, env_name, "config.yml")) as file:
+        saved = yaml.safe_load(file)  # plain YAML: no Python tags
+    assert saved["n_envs"] == 2
+    assert glob.glob(os.path.join(run, "*.monitor.csv"))
+
+
+@pytest.fixture(scope="module")
+def walker_run(tmp_path_factory):
+    """A tiny normalised Walker2D run with evaluations, shared by the tests that use a finished run."""
+    skip_if_env_module_missing(WALKER)
+    folder = tmp_path_factory.mktemp("logs")
+    th.set_num_threads(1)
+    main(train_argv(WALKER, folder, 512, "--eval-freq", "256", "--eval-episodes", "1", *TINY))
+    return folder
+
+
+def test_run_layout_is_rl_zoo3s(walker_run):
+    run = run_folder(walker_run, WALKER)
+    for name in ("sb3_ppo_ext-Walker2D-v0.zip", "best_model.zip", "evaluations.npz",
+                 "sb3_ppo_ext-Walker2D-v0/config.yml", "sb3_ppo_ext-Walker2D-v0/args.yml",
+                 "sb3_ppo_ext-Walker2D-v0/command.txt", "sb3_ppo_ext-Walker2D-v0/vecnormalize.pkl"):
+        assert os.path.isfile(os.path.join(run, name)), name
+    from rl_zoo3.utils import get_trained_models
+
+    assert list(get_trained_models(str(walker_run)).values()) == [("ppo_ext", WALKER)]
+
+
+def test_enjoy_headless(walker_run, capsys, monkeypatch):
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    main(["enjoy", "--env", WALKER, "-f", str(walker_run), "-n", "300", "--num-threads", "1"])
+    output = capsys.readouterr().out
+    assert "No display found" in output
+    assert "Episode Reward" in output
+
+
+def test_record_video_headless(walker_run, tmp_path):
+    main(["record-video", "--env", WALKER, "-f", str(walker_run), "-n", "20", "-o", str(tmp_path)])
+    videos = glob.glob(str(tmp_path / "*.mp4"))
+    assert len(videos) == 1 and os.path.getsize(videos[0]) > 1000
+
+
+def test_export_writes_an_onnx_policy_that_matches_the_model(walker_run, tmp_path):
+    onnxruntime = pytest.importorskip("onnxruntime")
+    output = tmp_path / "walker.onnx"
+    main(["export", "--env", WALKER, "-f", str(walker_run), "-o", str(output)])
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+    run = run_folder(walker_run, WALKER)
+    model = PPO.load(os.path.join(run, "sb3_ppo_ext-Walker2D-v0.zip"), device="cpu")
+    stats = VecNormalize.load(os.path.join(run, "sb3_ppo_ext-Walker2D-v0", "vecnormalize.pkl"),
+                              DummyVecEnv([lambda: gym.make(WALKER)]))
+    observations = np.stack([model.observation_space.sample() for _ in range(4)]).astype(np.float32)
+    expected, _ = model.predict(stats.normalize_obs(observations), deterministic=True)
+    session = onnxruntime.InferenceSession(str(output))
+    (actions,) = session.run(None, {"obs": observations})
+    np.testing.assert_allclose(actions, expected, atol=1e-4)
+
+
+def test_plot_writes_the_learning_curves(walker_run, tmp_path):
+    output = tmp_path / "curves.png"
+    main(["plot", "--env", WALKER, "-f", str(walker_run), "-o", str(output), "-w", "2"])
+    assert output.stat().st_size > 1000
+
+
+def test_smooth_is_a_trailing_mean():
+    np.testing.assert_allclose(smooth(np.array([1.0, 3.0, 5.0, 7.0]), 2), [1.0, 2.0, 4.0, 6.0])
+    with pytest.raises(ValueError, match="window must be >= 1"):
+        smooth(np.ones(3), 0)
+
+
+def test_trained_agent_continues_the_run(walker_run):
+    run = run_folder(walker_run, WALKER)
+    first = PPO.load(os.path.join(run, "sb3_ppo_ext-Walker2D-v0.zip"), device="cpu")
+    main(train_argv(WALKER, walker_run, 256, "--trained-agent", os.path.join(run, "sb3_ppo_ext-Walker2D-v0.zip"), *TINY))
+    continued_run = run_folder(walker_run, WALKER, run=2)
+    continued = PPO.load(os.path.join(continued_run, "sb3_ppo_ext-Walker2D-v0.zip"), device="cpu")
+    # The update counter is saved with the model and only grows: the second run started from the first's model.
+    assert continued._n_updates > first._n_updates > 0
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+    def count(folder):
+        dummy = DummyVecEnv([lambda: gym.make(WALKER)])
+        return VecNormalize.load(os.path.join(folder, "sb3_ppo_ext-Walker2D-v0", "vecnormalize.pkl"), dummy).obs_rms.count
+
+    assert count(continued_run) > count(run)  # the normalisation statistics carried over too
+
+
+@pytest.mark.slow
+def test_optimize_two_processes_share_one_journal_study(tmp_path):
+    storage = tmp_path / "study.log"
+    command = [sys.executable, "-m", "sb3_ppo_ext", "optimize", "--env", "CartPole-v1", "-n", "256", "-f", str(tmp_path),
+               "--num-threads", "1", "--storage", str(storage), "--study-name", "shared", "--n-trials", "2",
+               "--n-evaluations", "1", "--eval-episodes", "2", "--verbose", "0",
+               "--hyperparams", "n_envs:2", "n_steps:64", "batch_size:64", "n_epochs:1", "policy_kwargs:dict(net_arch=[16])"]
+    environment = dict(os.environ, OMP_NUM_THREADS="1")
+    workers = [subprocess.Popen([*command, "--seed", str(seed)], env=environment, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True) for seed in (1, 2)]
+    outputs = [worker.communicate(timeout=120)[0] for worker in workers]
+    assert [worker.returncode for worker in workers] == [0, 0], outputs
+    study = optuna.load_study(study_name="shared", storage=optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(storage))))
+    trials = study.get_trials(states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED))
+    assert len(trials) == 4  # 2 per process, one study
+    assert all("objective" in trial.params and "lr_kl_target" in trial.params for trial in trials)
+    # Pinned settings (--hyperparams) are not searched.
+    assert not any("n_steps_pow" in trial.params or "net_arch" in trial.params for trial in trials)
+
+    # A trial's settings train through --trial-id (rl-zoo3's converter path), trial 0 included.
+    first = study.trials[0]
+    main(train_argv("CartPole-v1", tmp_path / "from_trial", 128, "--storage", str(storage), "--study-name", "shared",
+                    "--trial-id", "0", *TINY))
+    with open(os.path.join(run_folder(tmp_path / "from_trial", "CartPole-v1"), "CartPole-v1", "config.yml")) as file:
+        saved = yaml.safe_load(file)
+    assert saved["objective"] == first.params["objective"]
+    assert saved["lr_kl_target"] == first.params["lr_kl_target"]
+
+
+MALICIOUS_BLOCKS = {
+    "policy_kwargs": ("policy_kwargs: \"__import__('os').system('touch {marker}')\"", "__import__('os').system"),
+    "normalize": ("normalize: \"exec('open(\\\\'{marker}\\\\', \\\\'w\\\\')')\"", "exec("),
+    "callback": ("callback:\n    - os.system:\n        command: 'touch {marker}'", "'os.system' is not an allow-listed"),
+    "env_wrapper": ("env_wrapper: subprocess.getoutput", "'subprocess.getoutput' is not an allow-listed"),
+}
+
+
+@pytest.mark.parametrize("key", list(MALICIOUS_BLOCKS))
+def test_malicious_config_values_are_refused(key, tmp_path):
+    marker = tmp_path / "pwned"
+    line, message = MALICIOUS_BLOCKS[key]
+    config = tmp_path / "evil.yml"
+    config.write_text(f"CartPole-v1:\n  policy: 'MlpPolicy'\n  n_timesteps: 1000\n  {line.format(marker=marker)}\n")
+    with pytest.raises(ValueError) as error:
+        main(train_argv("CartPole-v1", tmp_path, 128, "-conf", str(config)))
+    assert message in str(error.value)
+    assert not marker.exists()
+
+
+def test_misspelt_config_key_names_the_nearest_valid_key(tmp_path):
+    config = tmp_path / "typo.yml"
+    config.write_text("CartPole-v1:\n  policy: 'MlpPolicy'\n  n_timesteps: 1000\n  lr_kl_traget: 0.01\n")
+    with pytest.raises(ValueError, match="unknown key 'lr_kl_traget'.*did you mean 'lr_kl_target'"):
+        main(train_argv("CartPole-v1", tmp_path, 128, "-conf", str(config)))
+
+
+def test_python_config_files_are_refused(tmp_path):
+    config = tmp_path / "hyperparams.py"
+    config.write_text("hyperparams = {}\n")
+    with pytest.raises(ValueError, match="conf_file must be a YAML file"):
+        main(train_argv("CartPole-v1", tmp_path, 128, "-conf", str(config)))
+
+
+@pytest.mark.parametrize("option", ["--hyperparams", "--env-kwargs"])
+def test_command_line_values_are_parsed_safely(option, tmp_path, capsys):
+    marker = tmp_path / "pwned"
+    with pytest.raises(SystemExit):
+        main(train_argv("CartPole-v1", tmp_path, 128, option, f"policy_kwargs:__import__('os').system('touch {marker}')"))
+    assert "__import__('os').system" in capsys.readouterr().err
+    assert not marker.exists()
+
+
+def test_misspelt_hyperparams_override_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="unknown key 'n_step'.*did you mean 'n_steps'"):
+        main(train_argv("CartPole-v1", tmp_path, 128, "--hyperparams", "n_step:64"))
+
+
+def test_unknown_command_suggests_the_nearest(capsys):
+    with pytest.raises(SystemExit, match="did you mean 'record-video'"):
+        main(["record_video"])
+    main([])
+    assert "optimize" in capsys.readouterr().out
+
+
+def test_sb3_algorithms_stay_available(tmp_path):
+    """--algo ppo uses SB3's PPO with rl-zoo3's own config; our safety checks apply to it too."""
+    main(train_argv("CartPole-v1", tmp_path, 256, "--algo", "ppo", "--hyperparams", "n_envs:1", "n_steps:128",
+                    "batch_size:64", "n_epochs:1"))
+    archive = os.path.join(tmp_path, "ppo", "CartPole-v1_1", "CartPole-v1.zip")
+    with zipfile.ZipFile(archive) as zipped:
+        assert "policy.pth" in zipped.namelist()
+    from stable_baselines3 import PPO as SB3PPO
+
+    assert type(SB3PPO.load(archive, device="cpu")) is SB3PPO
