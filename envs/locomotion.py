@@ -559,6 +559,8 @@ class LocomotionEnv(gymnasium.Env):
         if self._state is None:
             raise RuntimeError("call reset() before step()")
         action = check_action(action, self.action_space)
+        if self.render_mode == "human":
+            self._handle_user_target()  # before the physics step, so that this whole step uses the new target
         clipped = np.minimum(np.maximum(action, -1.0), 1.0)
         self.robot.apply_torques(clipped)
         if self.push_probability > 0.0 and self.np_random.random() < self.push_probability:
@@ -676,12 +678,11 @@ class LocomotionEnv(gymnasium.Env):
         self._client.applyExternalForce(self.robot.body_id, self.robot.torso_link, force, position, pybullet.WORLD_FRAME)
 
     def _update_gui(self) -> None:
-        """Human mode: follow the robot with the GUI camera, take target input, pace to real time."""
+        """Human mode: follow the robot with the GUI camera and pace to real time."""
         client = self._client
         camera = client.getDebugVisualizerCamera()
         x, y, _ = self._body_xyz
         client.resetDebugVisualizerCamera(camera[10], camera[8], camera[9], [float(x), float(y), 1.0])
-        self._handle_user_target()
         now = time.perf_counter()
         wait = CONTROL_TIMESTEP - (now - self._last_frame_time)
         if 0.0 < wait < CONTROL_TIMESTEP:

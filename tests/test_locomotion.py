@@ -559,3 +559,54 @@ def test_registered_ids_pass_kwargs():
         assert env.unwrapped.dt == CONTROL_TIMESTEP
     finally:
         env.close()
+
+
+# --- GUI (human render mode), under a virtual X server -------------------------------------------------------
+
+GUI_SCRIPT = """
+import json, math, sys
+import numpy as np, pybullet
+from sb3_ppo_ext.envs.humanoid import HumanoidFlagrunEnv
+env = HumanoidFlagrunEnv(render_mode="human")
+env.reset(seed=0)
+for _ in range(40):  # the GUI ignores camera moves for its first few hundred milliseconds
+    env.step(np.zeros(17))
+camera = env._client.getDebugVisualizerCamera()
+robot = env._body_xyz.tolist()
+width, height = camera[0], camera[1]
+env._client.__dict__["getMouseEvents"] = lambda: [(2, width / 2, height / 2, 0, pybullet.KEY_WAS_TRIGGERED)]
+_, _, _, _, info = env.step(np.zeros(17))
+flag = env._client.getBasePositionAndOrientation(env._flag_id)[0]
+print("RESULT", json.dumps({"camera_target": camera[11], "pitch": camera[9], "forward": camera[5], "robot": robot,
+                           "target": info["target"].tolist(), "flag": flag}), flush=True)
+env.close()
+"""
+
+
+def test_gui_follows_the_robot_and_a_click_sets_the_target(tmp_path):
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("xvfb-run") is None:
+        pytest.skip("xvfb-run is not installed (apt-get install xvfb)")
+    script = tmp_path / "gui.py"
+    script.write_text(GUI_SCRIPT)
+    result = subprocess.run(
+        ["xvfb-run", "-a", "-s", "-screen 0 800x600x24", sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
+    report = json.loads(line[len("RESULT ") :])
+    # The camera looks at the robot (1 m up); a click in the middle of the window hits the floor on the
+    # camera's line of sight: 1 m below the look-at point, 1 / tan(-pitch) m further along its heading.
+    # (the GUI thread applies camera moves a frame late: allow one step of motion)
+    np.testing.assert_allclose(report["camera_target"], [report["robot"][0], report["robot"][1], 1.0], atol=0.05)
+    heading = np.array(report["forward"][:2]) / np.linalg.norm(report["forward"][:2])
+    expected = np.array(report["camera_target"][:2]) + heading / math.tan(math.radians(-report["pitch"]))
+    np.testing.assert_allclose(report["target"], expected, atol=0.05)
+    np.testing.assert_allclose(report["flag"][:2], report["target"], atol=1e-9)
