@@ -12,9 +12,7 @@ import os
 from typing import Any
 
 import numpy as np
-
 import pybullet_data
-
 from sb3_ppo_ext.envs._bullet import BulletClient
 from sb3_ppo_ext.envs.locomotion import (
     CONTROL_TIMESTEP,
@@ -63,7 +61,9 @@ def random_flag_position(rng: np.random.Generator, compactness: float = 0.5) -> 
     return float(x), float(y)
 
 
-def crawl_filtered_progress(raw_progress: float, previous_z: float, z: float, standing_height: float = STANDING_HEIGHT) -> float:
+def crawl_filtered_progress(
+    raw_progress: float, previous_z: float, z: float, standing_height: float = STANDING_HEIGHT
+) -> float:
     """Progress that counts unless the torso was down both before and after the step (no reward for crawling).
 
     This is what Roboschool's FlagrunHarder potential (frozen while the torso is below 0.8 m) amounts to.
@@ -352,5 +352,3 @@ class HumanoidFlagrunHarderEnv(HumanoidFlagrunEnv):
         }
         self._previous_z = z
         return terms
-
-

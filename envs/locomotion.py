@@ -25,7 +25,6 @@ import numpy as np
 import pybullet
 import pybullet_data
 from gymnasium import spaces
-
 from sb3_ppo_ext.envs._bullet import BulletClient, check_action, render_camera
 
 #: One env step: one ``stepSimulation()`` of 4 sub-steps of 0.0165 / 4 s (as pybullet_envs / Roboschool).
@@ -639,9 +638,7 @@ class LocomotionEnv(gymnasium.Env):
         # pybullet_envs averages the floor body (at the origin) into the centre: one more part, at zero.
         count = state.part_count + 1 if self.reference_quirks else state.part_count
         self._body_xyz = np.array([state.part_xy_sum[0] / count, state.part_xy_sum[1] / count, state.torso_position[2]])
-        self._scaled_positions = scale_joint_positions(
-            state.joint_positions, self.robot.lower_limits, self.robot.upper_limits
-        )
+        self._scaled_positions = scale_joint_positions(state.joint_positions, self.robot.lower_limits, self.robot.upper_limits)
         self._rpy = self._client.getEulerFromQuaternion(state.torso_orientation)
         self._read_target()
 

@@ -17,10 +17,10 @@ import pybullet
 import pytest
 from gymnasium import spaces
 from gymnasium.utils.env_checker import check_env as gymnasium_check_env
+from sb3_ppo_ext.envs import ENV_IDS
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 import sb3_ppo_ext  # noqa: F401  (registers the ids)
-from sb3_ppo_ext.envs import ENV_IDS
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
