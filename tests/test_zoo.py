@@ -235,12 +235,34 @@ def test_python_config_files_are_refused(tmp_path):
         main(train_argv("CartPole-v1", tmp_path, 128, "-conf", str(config)))
 
 
-@pytest.mark.parametrize("option", ["--hyperparams", "--env-kwargs"])
-def test_command_line_values_are_parsed_safely(option, tmp_path, capsys):
+@pytest.mark.parametrize(
+    ("command", "option"),
+    [("train", "--hyperparams"), ("train", "--env-kwargs"), ("optimize", "--hyperparams"), ("enjoy", "--env-kwargs"),
+     ("record-video", "--env-kwargs")],
+)
+def test_command_line_values_are_parsed_safely(command, option, tmp_path, capsys):
     marker = tmp_path / "pwned"
     with pytest.raises(SystemExit):
-        main(train_argv("CartPole-v1", tmp_path, 128, option, f"policy_kwargs:__import__('os').system('touch {marker}')"))
+        main([command, "--env", "CartPole-v1", "-f", str(tmp_path), option,
+              f"x:__import__('os').system('touch {marker}')"])
     assert "__import__('os').system" in capsys.readouterr().err
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    "config_line",
+    ["normalize: \"__import__('os').system('touch {marker}')\"",
+     "normalize: !!python/object/apply:os.system ['touch {marker}']"],
+)
+@pytest.mark.parametrize("command", ["enjoy", "record-video"])
+def test_run_files_that_rl_zoo3_would_evaluate_are_refused(command, config_line, tmp_path):
+    marker = tmp_path / "pwned"
+    run = tmp_path / "ppo_ext" / "CartPole-v1_1"
+    (run / "CartPole-v1").mkdir(parents=True)
+    (run / "CartPole-v1.zip").write_bytes(b"")
+    (run / "CartPole-v1" / "config.yml").write_text(config_line.format(marker=marker) + "\n")
+    with pytest.raises(ValueError, match=r"is not plain YAML|normalize in .*config.yml: .*__import__"):
+        main([command, "--env", "CartPole-v1", "-f", str(tmp_path), "--no-render"])
     assert not marker.exists()
 
 
