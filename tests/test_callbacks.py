@@ -9,6 +9,8 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
+from typing import ClassVar
 
 import gymnasium as gym
 import imageio
@@ -20,7 +22,7 @@ from stable_baselines3 import PPO as SB3PPO
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.logger import configure
-from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+from stable_baselines3.common.vec_env import VecNormalize
 
 from sb3_ppo_ext import PPO
 from sb3_ppo_ext.callbacks import (
@@ -47,7 +49,7 @@ TINY = {"net_arch": [16]}
 class NoRenderEnv(gym.Env):
     """An env that cannot render at all."""
 
-    metadata = {"render_modes": []}
+    metadata: ClassVar[dict] = {"render_modes": []}
     observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
     action_space = gym.spaces.Discrete(2)
 
@@ -70,17 +72,6 @@ class SuccessAtTimeLimit(gym.Wrapper):
         if terminated or truncated:
             info["is_success"] = bool(truncated)
         return observation, reward, terminated, truncated, info
-
-
-class RaiseAtStep(BaseCallback):
-    def __init__(self, step: int):
-        super().__init__()
-        self.step = step
-
-    def _on_step(self) -> bool:
-        if self.num_timesteps >= self.step:
-            raise RuntimeError("simulated failure during training")
-        return True
 
 
 class WaitForFile(BaseCallback):
@@ -124,11 +115,10 @@ def test_atomic_write_failure_keeps_the_previous_file(tmp_path):
     path = str(tmp_path / "file.bin")
     with atomic_write(path) as handle:
         handle.write(b"first")
-    with pytest.raises(OSError, match="disk full"):
-        with atomic_write(path) as handle:
-            handle.write(b"half of the sec")
-            raise OSError("disk full")
-    assert open(path, "rb").read() == b"first"
+    with pytest.raises(OSError, match="disk full"), atomic_write(path) as handle:
+        handle.write(b"half of the sec")
+        raise OSError("disk full")
+    assert Path(path).read_bytes() == b"first"
     assert os.listdir(tmp_path) == ["file.bin"]
 
 
@@ -330,8 +320,9 @@ def test_moving_average_by_hand():
 
 def test_learning_curve_png_with_returns_success_and_adaptive_kl(tmp_path):
     path = str(tmp_path / "plots" / "curve.png")
-    env = VecNormalize(make_vec_env("CartPole-v1", n_envs=2, seed=0, wrapper_class=SuccessAtTimeLimit,
-                                    env_kwargs={"max_episode_steps": 20}))
+    env = VecNormalize(
+        make_vec_env("CartPole-v1", n_envs=2, seed=0, wrapper_class=SuccessAtTimeLimit, env_kwargs={"max_episode_steps": 20})
+    )
     model = _ppo(env, objective="kl_penalty", kl_penalty_target=0.01, lr_kl_target=0.01, learning_rate=1e-3, n_steps=32)
     callback = LearningCurveCallback(plot_freq=128, plot_path=path)
     model.learn(256, callback=callback)
@@ -371,24 +362,41 @@ def _live_threads() -> list[threading.Thread]:
 
 
 class KeepProcess(BaseCallback):
-    """Keeps a handle on the live view's process (the callback drops its own when it stops it)."""
+    """Keeps a handle on the live view's process (the callback drops its own when it stops it) and its niceness."""
 
     def __init__(self, live: LiveViewCallback):
         super().__init__()
-        self.live, self.process = live, None
+        self.live, self.process, self.niceness = live, None, None
 
     def _on_step(self) -> bool:
-        self.process = self.process or self.live.process
+        if self.process is None and self.live.process is not None:
+            self.process = self.live.process
+            self.niceness = os.getpriority(os.PRIO_PROCESS, self.process.pid) - os.getpriority(os.PRIO_PROCESS, 0)
         return True
+
+
+class RaiseWhenViewerPlays(BaseCallback):
+    """Fails training once the live view's process is playing (so that its clean stop is what gets tested)."""
+
+    def __init__(self, live: LiveViewCallback, timeout: float = 60.0):
+        super().__init__()
+        self.live, self.timeout = live, timeout
+
+    def _on_step(self) -> bool:
+        self.live._ready_event.wait(self.timeout)
+        raise RuntimeError("simulated failure during training")
 
 
 def test_live_view_refreshes_a_gif_and_stops_when_training_ends(tmp_path):
     path = str(tmp_path / "live.gif")
     env = _normalized_env()
-    live = LiveViewCallback("CartPole-v1", mode="file", output_path=path, fps=200, sync_interval=0.0, max_frames=20)
+    live = LiveViewCallback(
+        "CartPole-v1", mode="file", output_path=path, fps=200, sync_interval=0.0, max_frames=20, niceness=3
+    )
     keep = KeepProcess(live)
     model = _ppo(env)
     model.learn(192, callback=[live, keep, WaitForFile(path, step=64)])
+    assert keep.niceness == 3 or os.getpriority(os.PRIO_PROCESS, 0) + 3 > 19
     assert live.process is None and not keep.process.is_alive() and keep.process.exitcode == 0
     assert not _live_threads()
     frames = imageio.v3.imread(path, index=None)
@@ -396,16 +404,25 @@ def test_live_view_refreshes_a_gif_and_stops_when_training_ends(tmp_path):
 
 
 def test_live_view_stops_when_training_fails(tmp_path):
-    live = LiveViewCallback("CartPole-v1", mode="file", output_path=str(tmp_path / "live.mp4"), stop_timeout=30)
+    live = LiveViewCallback("CartPole-v1", mode="file", output_path=str(tmp_path / "live.mp4"), niceness=0, stop_timeout=30)
     keep = KeepProcess(live)
     with pytest.raises(RuntimeError, match="simulated failure"):
-        _ppo(make_vec_env("CartPole-v1")).learn(512, callback=[live, keep, RaiseAtStep(100)])
+        _ppo(make_vec_env("CartPole-v1")).learn(512, callback=[live, keep, RaiseWhenViewerPlays(live)])
     assert keep.process is not None
     deadline = time.monotonic() + 45
     while (keep.process.is_alive() or _live_threads()) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not keep.process.is_alive() and not _live_threads()
     assert keep.process.exitcode == 0  # it stopped when asked, it was not killed
+
+
+def test_live_view_still_starting_is_terminated_at_once_when_training_ends(tmp_path):
+    live = LiveViewCallback("CartPole-v1", mode="file", output_path=str(tmp_path / "live.gif"), niceness=19)
+    keep = KeepProcess(live)
+    started = time.monotonic()
+    _ppo(make_vec_env("CartPole-v1")).learn(64, callback=[live, keep])
+    assert time.monotonic() - started < 10  # no waiting for a viewer that has not started playing
+    assert not keep.process.is_alive() and not _live_threads()
 
 
 def test_live_view_bad_inputs(tmp_path, monkeypatch):
@@ -438,14 +455,16 @@ def test_all_callbacks_together_with_progress_bar_csv_and_tensorboard(tmp_path):
     env = VecNormalize(make_vec_env("Pendulum-v1", n_envs=2, seed=0))
     model = _ppo(env, n_steps=32, objective="clip_kl_penalty", tensorboard_log=str(tmp_path / "tb"))
     model.set_logger(configure(str(tmp_path / "log"), ["csv", "tensorboard", "stdout"]))
-    callbacks = CallbackList([
-        RotatingCheckpointCallback(save_freq=64, save_path=str(tmp_path / "checkpoints"), keep_last=2),
-        VideoRecorderCallback("Pendulum-v1", video_freq=128, video_folder=str(tmp_path / "videos"), max_steps=5),
-        LiveViewCallback("Pendulum-v1", mode="file", output_path=str(tmp_path / "live.gif"), fps=100),
-        LearningCurveCallback(plot_freq=64, plot_path=str(tmp_path / "curve.png")),
-        FreezeNormalizationCallback(freeze_after_steps=128),
-        ExportPolicyCallback(str(tmp_path / "export"), formats="onnx,torchscript"),
-    ])
+    callbacks = CallbackList(
+        [
+            RotatingCheckpointCallback(save_freq=64, save_path=str(tmp_path / "checkpoints"), keep_last=2),
+            VideoRecorderCallback("Pendulum-v1", video_freq=128, video_folder=str(tmp_path / "videos"), max_steps=5),
+            LiveViewCallback("Pendulum-v1", mode="file", output_path=str(tmp_path / "live.gif"), fps=100),
+            LearningCurveCallback(plot_freq=64, plot_path=str(tmp_path / "curve.png")),
+            FreezeNormalizationCallback(freeze_after_steps=128),
+            ExportPolicyCallback(str(tmp_path / "export"), formats="onnx,torchscript"),
+        ]
+    )
     model.learn(256, callback=callbacks, progress_bar=True)
     assert [checkpoint.num_timesteps for checkpoint in list_checkpoints(str(tmp_path / "checkpoints"))] == [192, 256]
     assert sorted(os.listdir(tmp_path / "videos")) == ["policy-step-128.mp4", "policy-step-256.mp4"]

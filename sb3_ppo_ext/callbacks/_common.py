@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 import gymnasium as gym
-from gymnasium.envs.registration import load_env_creator
 import numpy as np
+from gymnasium.envs.registration import load_env_creator
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize, unwrap_vec_normalize
 
 from sb3_ppo_ext.validation import check_int

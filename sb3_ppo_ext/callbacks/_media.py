@@ -53,10 +53,12 @@ def write_mp4(path: str, frames: Sequence[np.ndarray], fps: float) -> None:
     Odd frame sizes are padded to even ones (H.264 needs even sizes) rather than rescaled.
     """
     imageio = require_module("imageio", "writing an MP4")
-    with atomic_path(path) as temporary:
-        with imageio.v2.get_writer(temporary, format="FFMPEG", mode="I", fps=fps, macro_block_size=1) as writer:
-            for frame in frames:
-                writer.append_data(pad_to_even(frame))
+    with (
+        atomic_path(path) as temporary,
+        imageio.v2.get_writer(temporary, format="FFMPEG", mode="I", fps=fps, macro_block_size=1) as writer,
+    ):
+        for frame in frames:
+            writer.append_data(pad_to_even(frame))
 
 
 def write_gif(path: str, frames: Sequence[np.ndarray], fps: float) -> None:

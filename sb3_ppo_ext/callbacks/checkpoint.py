@@ -118,8 +118,17 @@ def _with_saved_statistics(env: VecEnv, vecnormalize_path: str) -> VecNormalize:
         return VecNormalize.load(vecnormalize_path, env)
     with open(vecnormalize_path, "rb") as handle:
         saved: VecNormalize = pickle.load(handle)
-    for attribute in ("obs_rms", "ret_rms", "clip_obs", "clip_reward", "gamma", "epsilon", "norm_obs", "norm_reward",
-                      "training"):
+    for attribute in (
+        "obs_rms",
+        "ret_rms",
+        "clip_obs",
+        "clip_reward",
+        "gamma",
+        "epsilon",
+        "norm_obs",
+        "norm_reward",
+        "training",
+    ):
         setattr(existing, attribute, getattr(saved, attribute))
     return env
 
@@ -162,8 +171,14 @@ class RotatingCheckpointCallback(CheckpointCallback):
         save_path = check_writable_dir("save_path", save_path)
         if not isinstance(name_prefix, str) or not name_prefix or os.sep in name_prefix:
             raise ValueError(f"name_prefix must be a non-empty file name prefix without {os.sep!r}, got {name_prefix!r}")
-        super().__init__(save_freq, save_path, name_prefix, save_replay_buffer=False,
-                         save_vecnormalize=bool(save_vecnormalize), verbose=verbose)
+        super().__init__(
+            save_freq,
+            save_path,
+            name_prefix,
+            save_replay_buffer=False,
+            save_vecnormalize=bool(save_vecnormalize),
+            verbose=verbose,
+        )
         self.keep_last = check_int("keep_last", keep_last, minimum=1)
         self.save_on_training_end = bool(save_on_training_end)
         self._schedule = StepSchedule(save_freq)

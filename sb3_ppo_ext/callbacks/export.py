@@ -109,7 +109,9 @@ def check_exportable(policy: Any) -> None:
     if not isinstance(policy, ActorCriticPolicy):
         raise ValueError(f"model.policy must be an ActorCriticPolicy to export, got {type(policy).__name__}")
     if isinstance(policy.observation_space, spaces.Dict):
-        raise ValueError("export supports array observations, got a Dict observation space (one ONNX input per key is not built)")
+        raise ValueError(
+            "export supports array observations, got a Dict observation space (one ONNX input per key is not built)"
+        )
     if type(policy.action_dist) not in _MODES:
         raise ValueError(
             f"export supports the action distributions {[cls.__name__ for cls in _MODES]}, "
@@ -128,7 +130,9 @@ def resolve_vecnormalize(model: BaseAlgorithm, vecnormalize: VecNormalize | str 
         return unwrap_vec_normalize(env) if env is not None else None
     if isinstance(vecnormalize, (str, os.PathLike)):
         if not os.path.isfile(vecnormalize):
-            raise ValueError(f"vecnormalize must be a VecNormalize or the path of a saved one, got missing file {vecnormalize!r}")
+            raise ValueError(
+                f"vecnormalize must be a VecNormalize or the path of a saved one, got missing file {vecnormalize!r}"
+            )
         with open(vecnormalize, "rb") as handle:
             vecnormalize = pickle.load(handle)
     if not isinstance(vecnormalize, VecNormalize):

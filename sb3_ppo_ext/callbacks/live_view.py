@@ -11,7 +11,7 @@ import time
 import traceback
 import warnings
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cloudpickle
 import gymnasium as gym
@@ -21,6 +21,9 @@ from stable_baselines3.common.callbacks import BaseCallback
 from sb3_ppo_ext.callbacks._common import check_declared_render_mode, check_env_spec, check_writable_dir, find_vec_normalize
 from sb3_ppo_ext.callbacks._media import check_video_dependencies, pad_to_even
 from sb3_ppo_ext.validation import check_choice, check_int, check_number, check_positive
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 LIVE_VIEW_MODES = ("auto", "human", "file")
 VIDEO_EXTENSIONS = (".gif", ".mp4")
@@ -126,6 +129,7 @@ class LiveViewCallback(BaseCallback):
         self._context = multiprocessing.get_context(self.start_method)
         self._weights: Any = None
         self._stop_event: Any = None
+        self._ready_event: Any = None
         self._watchdog_stop = threading.Event()
         self._lock = threading.Lock()
         self._learn_frame: FrameType | None = None
@@ -185,10 +189,16 @@ class LiveViewCallback(BaseCallback):
         }
         self._weights = self._context.Queue(maxsize=1)
         self._stop_event = self._context.Event()
+        self._ready_event = self._context.Event()
         self.process = self._context.Process(
-            target=_viewer_main, args=(spec, config, self._weights, self._stop_event), name="live-view", daemon=True
+            target=_viewer_main,
+            args=(spec, config, self._weights, self._stop_event, self._ready_event),
+            name="live-view",
+            daemon=True,
         )
         self.process.start()
+        # Lower its priority from here at once, so that its start-up imports already run at low priority.
+        _lower_priority(self.process.pid, self.niceness)
         self._warned_dead = False
 
     def _sync(self, force: bool = False) -> None:
@@ -224,6 +234,9 @@ class LiveViewCallback(BaseCallback):
             process, self.process = self.process, None
             if process is not None:
                 self._stop_event.set()
+                if not self._ready_event.is_set():
+                    # Still importing / building its env: it has written nothing, so there is nothing to wait for.
+                    process.terminate()
                 process.join(self.stop_timeout)
                 if process.is_alive():
                     process.terminate()
@@ -240,11 +253,22 @@ class LiveViewCallback(BaseCallback):
         if watchdog is not None and watchdog is not threading.current_thread():
             watchdog.join()
 
-    def __enter__(self) -> LiveViewCallback:
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc_info: Any) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _lower_priority(pid: int | None, niceness: int) -> None:
+    """Give process ``pid`` the niceness of this process plus ``niceness`` (capped at 19), where the OS allows it."""
+    if pid is None or not hasattr(os, "setpriority"):
+        return
+    try:
+        target = min(19, os.getpriority(os.PRIO_PROCESS, 0) + niceness)
+        os.setpriority(os.PRIO_PROCESS, pid, max(target, os.getpriority(os.PRIO_PROCESS, pid)))
+    except OSError:  # the child already exited, or the platform refuses: it lowers itself when it starts
+        pass
 
 
 def _zero_learning_rate(_progress_remaining: float) -> float:
@@ -282,12 +306,13 @@ def _frame_on_stack(target: FrameType | None, thread_id: int | None) -> bool:
 # --------------------------------------------------------------------- viewer process
 
 
-def _viewer_main(spec: bytes, config: dict[str, Any], weights: Any, stop: Any) -> None:
-    """Entry point of the viewer process."""
-    try:
-        os.nice(config["niceness"])
-    except OSError:
-        pass
+def _viewer_main(spec: bytes, config: dict[str, Any], weights: Any, stop: Any, ready: Any) -> None:
+    """Entry point of the viewer process; sets ``ready`` once it plays (from then on it stops only when asked)."""
+    if not hasattr(os, "setpriority") and hasattr(os, "nice"):  # elsewhere the parent has lowered it already
+        try:
+            os.nice(config["niceness"])
+        except OSError:
+            pass
     import torch as th
 
     th.set_num_threads(1)
@@ -295,6 +320,7 @@ def _viewer_main(spec: bytes, config: dict[str, Any], weights: Any, stop: Any) -
     policy = policy_class(**constructor)
     policy.set_training_mode(False)
     env = gym.make(config["env_id"], render_mode=config["render_mode"], **config["env_kwargs"])
+    ready.set()
     try:
         _view(policy, env, config, weights, stop)
     except Exception:
