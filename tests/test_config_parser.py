@@ -190,7 +190,7 @@ def test_sampler_searches_the_kl_settings_and_leaves_pinned_ones_alone():
         "kl_penalty_target": 0.01, "lr_kl_target": 0.01, "learning_rate": 1e-3, "lr_kl_cadence": "epoch",
     })
     # n_steps and policy_kwargs are pinned: FixedTrial would raise if the sampler asked for them.
-    params = sample_ppo_ext_params(trial, 1, 1, {}, pinned={"n_steps", "policy_kwargs"})
+    params = sample_ppo_ext_params(trial, 1, 1, {}, pinned={"n_steps": 64, "policy_kwargs": {}})
     assert params["objective"] == "clip_kl_penalty" and params["kl_penalty_target"] == 0.01
     assert params["lr_kl_target"] == 0.01 and params["lr_kl_cadence"] == "epoch"
     assert "n_steps" not in params and "policy_kwargs" not in params
@@ -200,7 +200,17 @@ def test_sampler_searches_the_kl_settings_and_leaves_pinned_ones_alone():
 def test_sampler_asks_no_clip_range_for_the_pure_penalty_objective():
     trial = optuna.trial.FixedTrial({"objective": "kl_penalty", "kl_coef": 0.3, "kl_penalty_target": None,
                                      "lr_kl_target": None, "learning_rate": 3e-4})
-    pinned = {"batch_size", "n_steps", "gamma", "gae_lambda", "ent_coef", "n_epochs", "max_grad_norm", "policy_kwargs"}
+    pinned = dict.fromkeys(["batch_size", "n_steps", "gamma", "gae_lambda", "ent_coef", "n_epochs", "max_grad_norm",
+                            "policy_kwargs"])
     params = sample_ppo_ext_params(trial, 1, 1, {}, pinned=pinned)
     assert params == {"objective": "kl_penalty", "kl_coef": 0.3, "kl_penalty_target": None, "lr_kl_target": None,
                       "learning_rate": 3e-4}
+
+
+def test_a_pinned_objective_decides_which_kl_settings_are_searched():
+    trial = optuna.trial.FixedTrial({"kl_coef": 2.0, "kl_penalty_target": 0.02, "learning_rate": 1e-4,
+                                     "lr_kl_cadence": "minibatch"})
+    pinned = dict.fromkeys(["batch_size", "n_steps", "gamma", "gae_lambda", "ent_coef", "n_epochs", "max_grad_norm",
+                            "policy_kwargs"])
+    params = sample_ppo_ext_params(trial, 1, 1, {}, pinned={**pinned, "objective": "kl_penalty", "lr_kl_target": 0.01})
+    assert params == {"kl_coef": 2.0, "kl_penalty_target": 0.02, "learning_rate": 1e-4, "lr_kl_cadence": "minibatch"}

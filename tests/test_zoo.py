@@ -221,6 +221,44 @@ def test_malicious_config_values_are_refused(key, tmp_path):
     assert not marker.exists()
 
 
+def test_allow_listed_wrappers_and_callbacks_work_from_a_config(tmp_path):
+    config = tmp_path / "custom.yml"
+    checkpoints = tmp_path / "checkpoints"
+    config.write_text(f"""
+CartPole-v1:
+  policy: 'MlpPolicy'
+  n_timesteps: 1000
+  n_envs: 2
+  n_steps: 64
+  batch_size: 64
+  n_epochs: 1
+  normalize: "dict(norm_obs=True, norm_reward=False)"
+  policy_kwargs: "dict(net_arch=[16], activation_fn=th.nn.Tanh, optimizer_class=th.optim.AdamW)"
+  env_wrapper:
+    - sb3_ppo_ext.wrappers.FrameSkip:
+        skip: 2
+  callback:
+    - sb3_ppo_ext.callbacks.RotatingCheckpointCallback:
+        save_freq: 64
+        save_path: {checkpoints}
+        keep_last: 2
+""")
+    main(train_argv("CartPole-v1", tmp_path, 512, "-conf", str(config)))
+    run = run_folder(tmp_path, "CartPole-v1")
+    model = PPO.load(os.path.join(run, "CartPole-v1.zip"), device="cpu")
+    assert isinstance(model.policy.optimizer, th.optim.AdamW)
+    assert len(glob.glob(str(checkpoints / "rl_model_*_steps.zip"))) == 2
+    # rl-zoo3 puts the Monitor inside env_wrapper, so it counts raw env steps: about 2 per agent step with a skip of 2
+    # (without the wrapper the finished episodes would hold at most model.num_timesteps steps).
+    raw_steps = 0
+    for path in glob.glob(os.path.join(run, "*.monitor.csv")):
+        with open(path) as file:
+            raw_steps += sum(int(line.split(",")[1]) for line in file.readlines()[2:])
+    assert raw_steps > 1.5 * model.num_timesteps
+    with open(os.path.join(run, "CartPole-v1", "config.yml")) as file:
+        assert yaml.safe_load(file)["normalize"] == {"norm_obs": True, "norm_reward": False}
+
+
 def test_misspelt_config_key_names_the_nearest_valid_key(tmp_path):
     config = tmp_path / "typo.yml"
     config.write_text("CartPole-v1:\n  policy: 'MlpPolicy'\n  n_timesteps: 1000\n  lr_kl_traget: 0.01\n")

@@ -168,7 +168,9 @@ def plot(argv: Sequence[str]) -> None:
         runs = [run for run in runs if int(run.rsplit("_", 1)[1]) in args.exp_id]
     if not runs:
         raise SystemExit(f"no runs of {args.env} under {os.path.join(args.folder, args.algo)}")
-    output = args.output or os.path.join(args.folder, args.algo, f"{runs[0].rsplit(os.sep, 1)[-1].rsplit('_', 1)[0]}_curves.png")
+    from huggingface_sb3 import EnvironmentName
+
+    output = args.output or os.path.join(args.folder, args.algo, f"{EnvironmentName(args.env[0])}_curves.png")
     plotted = plot_runs(runs, output, x_axis=args.x_axis, window=args.window, title=", ".join(args.env))
     print(f"Plotted {plotted} of {len(runs)} runs to {output}")
 

@@ -106,7 +106,7 @@ class SafeExperimentManager(ExperimentManager):
 
     def hyperparameters_optimization(self) -> None:
         """rl-zoo3's search, with the settings given by ``--hyperparams`` kept fixed rather than sampled."""
-        pinned = frozenset(self.custom_hyperparams or ())
+        pinned = dict(self.custom_hyperparams or {})
         samplers = hyperparams_opt.HYPERPARAMS_SAMPLER
         original = samplers.get(self.algo)
         if self.algo == ALGORITHM_NAME and pinned:

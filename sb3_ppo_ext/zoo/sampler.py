@@ -3,12 +3,13 @@
 Follows rl-zoo3's convention: :func:`sample_ppo_ext_params` suggests raw parameters (``n_steps_pow``,
 ``one_minus_gamma``, ...) and returns constructor arguments; :func:`convert_ppo_ext_params` turns a finished
 trial's raw ``params`` into the same arguments (rl-zoo3 uses it to load a trial with ``--trial-id``).
-Settings pinned on the command line (``--hyperparams n_steps:64``) are not searched: see ``pinned``.
+Settings pinned on the command line (``--hyperparams n_steps:64``) are not searched: see ``pinned``. The
+defaults (no ``lr_kl_target``: off; ``objective``: ``"clip"``) are among the choices, so plain PPO is in the space.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Mapping
 from typing import Any
 
 import optuna
@@ -27,17 +28,19 @@ LR_KL_TARGETS = (None, 0.005, 0.01, 0.02)
 
 
 def sample_ppo_ext_params(trial: optuna.Trial, n_actions: int, n_envs: int, additional_args: dict,
-                          pinned: Collection[str] = ()) -> dict[str, Any]:
+                          pinned: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Suggest one ``ppo_ext`` configuration (rl-zoo3's ``HYPERPARAMS_SAMPLER`` signature).
 
     :param trial: the Optuna trial.
     :param n_actions: size of a Box action space (unused; part of rl-zoo3's signature).
     :param n_envs: number of environments (unused; part of rl-zoo3's signature).
     :param additional_args: rl-zoo3's extra arguments (unused).
-    :param pinned: constructor arguments fixed by the user; they are not suggested.
+    :param pinned: constructor arguments fixed by the user (name -> value); they are not suggested, and a pinned
+        ``objective`` / ``lr_kl_target`` decides which dependent settings are searched.
     :return: constructor keyword arguments.
     """
     del n_actions, n_envs, additional_args
+    pinned = pinned or {}
 
     def wanted(name: str) -> bool:
         return name not in pinned
@@ -60,7 +63,7 @@ def sample_ppo_ext_params(trial: optuna.Trial, n_actions: int, n_envs: int, addi
         trial.suggest_categorical("net_arch", list(NET_ARCHS))
         trial.suggest_categorical("activation_fn", list(ACTIVATIONS))
 
-    objective = trial.suggest_categorical("objective", list(OBJECTIVES)) if wanted("objective") else None
+    objective = trial.suggest_categorical("objective", list(OBJECTIVES)) if wanted("objective") else pinned["objective"]
     if objective != "kl_penalty":  # the pure penalty objective does not clip
         if wanted("clip_range"):
             trial.suggest_categorical("clip_range", [0.1, 0.2, 0.3, 0.4])
@@ -70,7 +73,8 @@ def sample_ppo_ext_params(trial: optuna.Trial, n_actions: int, n_envs: int, addi
         if wanted("kl_penalty_target"):
             trial.suggest_categorical("kl_penalty_target", list(KL_PENALTY_TARGETS))
 
-    lr_kl_target = trial.suggest_categorical("lr_kl_target", list(LR_KL_TARGETS)) if wanted("lr_kl_target") else None
+    lr_kl_target = (trial.suggest_categorical("lr_kl_target", list(LR_KL_TARGETS)) if wanted("lr_kl_target")
+                    else pinned["lr_kl_target"])
     if wanted("learning_rate"):
         # The adaptive rule clamps the rate to [lr_min, lr_max] = [1e-5, 1e-2]: keep the initial value inside.
         trial.suggest_float("learning_rate", 1e-5, 0.002, log=True)
