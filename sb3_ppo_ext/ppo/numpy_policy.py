@@ -116,6 +116,16 @@ class NumpyActorCritic:
         self.value_layer = _mlp_layers(nn.Sequential(policy.value_net))
         self.action_dist = policy.action_dist
         self.action_shape = policy.action_space.shape
+        # SB3's preprocessing: Discrete observations are one-hot encoded, MultiDiscrete ones are concatenated one-hots.
+        observation_space = policy.observation_space
+        self.one_hot_offsets: np.ndarray | None = None
+        if isinstance(observation_space, spaces.Discrete):
+            self.one_hot_offsets = np.array([-observation_space.start])
+            self.one_hot_size = int(observation_space.n)
+        elif isinstance(observation_space, spaces.MultiDiscrete):
+            sizes = observation_space.nvec.reshape(-1)
+            self.one_hot_offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]) - observation_space.start.reshape(-1)
+            self.one_hot_size = int(sizes.sum())
         self.log_std: np.ndarray | None = None
         self.sde_std: np.ndarray | None = None
         if isinstance(self.action_dist, DiagGaussianDistribution):
@@ -141,7 +151,7 @@ class NumpyActorCritic:
         if any(type(extractor) is not FlattenExtractor for extractor in extractors):
             return False
         observation_space = policy.observation_space
-        if not isinstance(observation_space, spaces.Box):
+        if not isinstance(observation_space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)):
             return False
         if is_image_space(observation_space, check_channels=False) and policy.normalize_images:
             return False
@@ -177,6 +187,12 @@ class NumpyActorCritic:
         self.exploration_matrices = dist.exploration_matrices.detach().cpu().numpy().astype(np.float32)
 
     def _features(self, observation: np.ndarray) -> np.ndarray:
+        if self.one_hot_offsets is not None:
+            n = len(observation)
+            columns = np.asarray(observation, dtype=np.int64).reshape(n, -1) + self.one_hot_offsets
+            features = np.zeros((n, self.one_hot_size), dtype=np.float32)
+            features[np.arange(n)[:, None], columns] = 1.0
+            return features
         return np.asarray(observation, dtype=np.float32).reshape(len(observation), -1)
 
     def predict_values(self, observation: np.ndarray) -> np.ndarray:

@@ -486,6 +486,7 @@ class PPO(OnPolicyAlgorithm):
         old_params = self._distribution_params(analytic, data.observations) if analytic and data is not None else None
         adapt_lr = self.lr_kl_target is not None
         penalty = self.uses_kl_penalty
+        kl_coef = self.kl_coef  # the beta of this update (logged); adapted after it
 
         # Per-minibatch statistics are kept as tensors and averaged once at the end (one sync instead of many).
         stats: list[th.Tensor] = []
@@ -516,7 +517,7 @@ class PPO(OnPolicyAlgorithm):
                     kl = analytic(old, new_params).mean()  # type: ignore[misc]
                 else:
                     kl = k3_kl(log_ratio).mean()
-                kl_penalty_loss = self.kl_coef * kl if penalty else th.zeros((), device=self.device)
+                kl_penalty_loss = kl_coef * kl if penalty else th.zeros((), device=self.device)
 
                 if clip_range_vf is None:
                     values_pred = values
@@ -585,7 +586,7 @@ class PPO(OnPolicyAlgorithm):
         self.logger.record("train/loss", loss_mean)
         self.logger.record("train/explained_variance", explained_var)
         self.logger.record("train/kl", kl_mean)
-        self.logger.record("train/kl_coef", self.kl_coef)
+        self.logger.record("train/kl_coef", kl_coef)
         self.logger.record("train/kl_penalty_loss", penalty_mean)
         if update_kl is not None:
             self.logger.record("train/kl_update", update_kl)

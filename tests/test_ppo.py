@@ -1,0 +1,312 @@
+"""PPO as a drop-in: spaces, policies, SB3 semantics, the fast paths, adaptive state and bad input."""
+
+import numpy as np
+import pytest
+import torch as th
+from gymnasium import spaces
+from stable_baselines3.common.buffers import RolloutBuffer
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.envs import (
+    FakeImageEnv,
+    IdentityEnv,
+    IdentityEnvBox,
+    IdentityEnvMultiBinary,
+    IdentityEnvMultiDiscrete,
+    SimpleMultiObsEnv,
+)
+from stable_baselines3.common.logger import configure
+from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.torch_layers import MlpExtractor
+
+from sb3_ppo_ext import PPO
+from sb3_ppo_ext.ppo.numpy_policy import NumpyActorCritic
+
+TINY = dict(net_arch=[16])
+
+
+@pytest.mark.parametrize("objective", ["clip", "kl_penalty", "clip_kl_penalty"])
+@pytest.mark.parametrize(
+    "make_env, kwargs",
+    [
+        (lambda: IdentityEnv(4), {}),
+        (lambda: IdentityEnvBox(-1, 1), {}),
+        (lambda: IdentityEnvBox(-1, 1), {"use_sde": True, "sde_sample_freq": 4}),
+        (lambda: IdentityEnvMultiDiscrete(3), {}),
+        (lambda: IdentityEnvMultiBinary(3), {}),
+    ],
+    ids=["discrete", "box", "box-gsde", "multidiscrete", "multibinary"],
+)
+def test_every_action_space_trains(make_env, kwargs, objective):
+    model = PPO("MlpPolicy", make_env(), n_steps=64, batch_size=32, n_epochs=2, objective=objective,
+                policy_kwargs=TINY, seed=0, **kwargs)
+    model.learn(256)
+    assert model.num_timesteps == 256
+    assert model.kl_estimator == "analytic"
+    assert np.isfinite(model.logger.name_to_value["train/kl"])
+
+
+def test_dict_observations_multi_input_policy():
+    model = PPO("MultiInputPolicy", SimpleMultiObsEnv(random_start=False), n_steps=64, batch_size=32, n_epochs=2,
+                policy_kwargs=TINY, seed=0)
+    model.learn(128)
+    assert model.num_timesteps == 128
+
+
+def test_cnn_policy_on_images():
+    env = FakeImageEnv(screen_height=36, screen_width=36, n_channels=1, discrete=True)
+    model = PPO("CnnPolicy", env, n_steps=32, batch_size=16, n_epochs=1, policy_kwargs=dict(features_extractor_kwargs=dict(features_dim=16)), seed=0)
+    model.learn(64)
+    assert model.num_timesteps == 64
+
+
+class WideExtractorPolicy(ActorCriticPolicy):
+    """A user policy that builds its own MLP: must go through the torch path."""
+
+    def _build_mlp_extractor(self) -> None:
+        self.mlp_extractor = MlpExtractor(self.features_dim, net_arch=[8, 8], activation_fn=th.nn.GELU, device=self.device)
+
+
+def test_custom_policy_class_falls_back_to_torch():
+    model = PPO(WideExtractorPolicy, "Pendulum-v1", n_steps=64, batch_size=32, n_epochs=1, seed=0)
+    assert not NumpyActorCritic.supports(model.policy)
+    model.learn(128)
+    assert model.num_timesteps == 128
+
+
+class CountingBuffer(RolloutBuffer):
+    gets = 0
+
+    def get(self, batch_size=None):
+        CountingBuffer.gets += 1
+        yield from super().get(batch_size)
+
+
+def test_custom_rollout_buffer_class_is_used():
+    CountingBuffer.gets = 0
+    model = PPO("MlpPolicy", "CartPole-v1", n_steps=64, batch_size=32, n_epochs=3, rollout_buffer_class=CountingBuffer,
+                rollout_buffer_kwargs={}, policy_kwargs=TINY, seed=0)
+    model.learn(64)
+    assert isinstance(model.rollout_buffer, CountingBuffer)
+    assert CountingBuffer.gets == 3  # one pass per epoch through the user's own get()
+
+
+@pytest.mark.parametrize(
+    "space_env, kwargs",
+    [
+        (lambda: IdentityEnvBox(-1, 1), {}),
+        (lambda: IdentityEnvBox(-1, 1), {"use_sde": True}),
+        (lambda: IdentityEnv(5), {}),
+        (lambda: IdentityEnvMultiDiscrete(3), {}),
+        (lambda: IdentityEnvMultiBinary(3), {}),
+    ],
+    ids=["gaussian", "gsde", "categorical", "multicategorical", "bernoulli"],
+)
+def test_numpy_actor_matches_torch_policy(space_env, kwargs):
+    model = PPO("MlpPolicy", space_env(), policy_kwargs=dict(net_arch=[32, 32]), seed=1, **kwargs)
+    policy = model.policy
+    actor = NumpyActorCritic.from_policy(policy, np.random.default_rng(0))
+    assert actor is not None
+    obs = np.stack([model.observation_space.sample() for _ in range(6)]).astype(np.float32)
+    if kwargs.get("use_sde"):
+        policy.reset_noise(6)
+        actor.refresh_noise()
+    actions, values, log_probs = actor.act(obs)
+    with th.no_grad():
+        obs_t = th.as_tensor(obs)
+        act_t = th.as_tensor(actions)
+        if isinstance(model.action_space, spaces.Discrete):
+            act_t = act_t.long()
+        values_t, log_probs_t, _ = policy.evaluate_actions(obs_t, act_t)
+    np.testing.assert_allclose(values, values_t.flatten().numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(log_probs, log_probs_t.numpy(), rtol=1e-4, atol=1e-4)
+    assert model.action_space.contains(actions[0]) or isinstance(model.action_space, spaces.Box)
+
+
+def test_numpy_actor_samples_the_policy_distribution():
+    model = PPO("MlpPolicy", IdentityEnv(3), policy_kwargs=dict(net_arch=[8]), seed=3)
+    with th.no_grad():
+        model.policy.action_net.weight.mul_(10)  # a peaked, non-uniform distribution
+    actor = NumpyActorCritic.from_policy(model.policy, np.random.default_rng(0))
+    obs = np.repeat(model.observation_space.sample()[None].astype(np.float32), 20_000, axis=0)
+    actions, _, _ = actor.act(obs)
+    with th.no_grad():
+        probs = model.policy.get_distribution(th.as_tensor(obs[:1])).distribution.probs[0].numpy()
+    frequencies = np.bincount(actions, minlength=3) / len(actions)
+    np.testing.assert_allclose(frequencies, probs, atol=0.015)
+
+    model = PPO("MlpPolicy", IdentityEnvBox(-1, 1), policy_kwargs=dict(net_arch=[8], log_std_init=-1.0), seed=3)
+    actor = NumpyActorCritic.from_policy(model.policy, np.random.default_rng(0))
+    obs = np.repeat(np.array([[0.3]], dtype=np.float32), 20_000, axis=0)
+    actions, _, _ = actor.act(obs)
+    with th.no_grad():
+        mean = model.policy.get_distribution(th.as_tensor(obs[:1])).distribution.mean.item()
+    assert actions.mean() == pytest.approx(mean, abs=0.01)
+    assert actions.std() == pytest.approx(np.exp(-1.0), rel=0.03)
+
+
+@pytest.mark.parametrize("env_fn", [lambda: IdentityEnvBox(-1, 1), lambda: IdentityEnv(4)], ids=["gaussian", "categorical"])
+def test_direct_evaluation_matches_evaluate_actions(env_fn):
+    model = PPO("MlpPolicy", env_fn(), policy_kwargs=dict(net_arch=[16]), seed=0)
+    obs = th.as_tensor(np.stack([model.observation_space.sample() for _ in range(10)]), dtype=th.float32)
+    actions = th.as_tensor(np.stack([model.action_space.sample() for _ in range(10)]))
+    if isinstance(model.action_space, spaces.Discrete):
+        actions = actions.long()
+    else:
+        actions = actions.float()
+    head = model._direct_head()
+    assert head is not None
+    with th.no_grad():
+        values, log_prob, entropy, _ = model._evaluate(obs, actions, head, None)
+        values_ref, log_prob_ref, entropy_ref = model.policy.evaluate_actions(obs, actions)
+    assert th.allclose(values, values_ref.flatten(), atol=1e-6)
+    assert th.allclose(log_prob, log_prob_ref, atol=1e-5)
+    assert th.allclose(entropy, entropy_ref, atol=1e-5)
+
+
+class LocalsRecorder(BaseCallback):
+    def __init__(self):
+        super().__init__()
+        self.keys = set()
+        self.calls = 0
+
+    def _on_step(self) -> bool:
+        self.calls += 1
+        self.keys |= set(self.locals)
+        return True
+
+
+def test_callbacks_see_sb3_locals_and_can_stop_training():
+    recorder = LocalsRecorder()
+    model = PPO("MlpPolicy", "Pendulum-v1", n_steps=32, batch_size=32, n_epochs=1, policy_kwargs=TINY, seed=0)
+    model.learn(64, callback=recorder)
+    assert recorder.calls == 64
+    assert {"infos", "dones", "new_obs", "rewards", "actions", "clipped_actions", "values", "log_probs"} <= recorder.keys
+
+    class StopAt10(BaseCallback):
+        def _on_step(self) -> bool:
+            return self.n_calls < 10
+
+    model.learn(1000, callback=StopAt10())
+    assert model.num_timesteps == 10
+
+
+def test_logged_keys_and_means(tmp_path):
+    model = PPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=16, n_epochs=3, objective="clip_kl_penalty",
+                lr_kl_target=0.01, policy_kwargs=TINY, seed=0)
+    model.set_logger(configure(str(tmp_path), ["csv"]))
+    model.learn(128)
+    logged = model.logger.name_to_value
+    expected = {
+        "train/entropy_loss", "train/policy_gradient_loss", "train/value_loss", "train/approx_kl", "train/clip_fraction",
+        "train/loss", "train/explained_variance", "train/n_updates", "train/clip_range", "train/learning_rate", "train/std",
+        "train/kl", "train/kl_coef", "train/kl_penalty_loss",
+    }
+    assert expected <= set(logged)
+    # Means over the whole update: the penalty is beta (of this update) times the mean KL over its minibatches.
+    assert logged["train/kl_penalty_loss"] == pytest.approx(logged["train/kl_coef"] * logged["train/kl"], rel=1e-5)
+    header = (tmp_path / "progress.csv").read_text().splitlines()[0].split(",")
+    assert {"train/kl", "train/kl_coef", "train/kl_penalty_loss", "train/approx_kl"} <= set(header)
+
+
+def test_target_kl_stops_epochs_like_sb3():
+    from stable_baselines3 import PPO as SB3PPO
+
+    kwargs = dict(n_steps=128, batch_size=32, n_epochs=10, target_kl=1e-9, policy_kwargs=TINY, seed=0)
+    ours = PPO("MlpPolicy", "CartPole-v1", **kwargs).learn(256)
+    theirs = SB3PPO("MlpPolicy", "CartPole-v1", **kwargs).learn(256)
+    # The first minibatch has KL 0, the second exceeds 1.5 * target: both stop in epoch 0 of each update.
+    assert ours._n_updates == theirs._n_updates == 2
+
+
+def test_penalty_without_clipping_ignores_clip_range():
+    """With objective='kl_penalty' the surrogate is unclipped: a zero clip range must not freeze learning."""
+    model = PPO("MlpPolicy", "CartPole-v1", n_steps=128, batch_size=64, n_epochs=4, objective="kl_penalty",
+                clip_range=1e-9, kl_coef=0.01, kl_penalty_target=None, policy_kwargs=TINY, seed=0)
+    before = th.nn.utils.parameters_to_vector(model.policy.action_net.parameters()).clone()
+    model.learn(128)
+    after = th.nn.utils.parameters_to_vector(model.policy.action_net.parameters())
+    assert not th.allclose(before, after)
+    assert model.kl_coef == 0.01  # fixed beta
+
+
+def test_adaptive_state_moves_and_learning_rate_replaces_schedule():
+    model = PPO("MlpPolicy", "CartPole-v1", n_steps=128, batch_size=64, n_epochs=2, learning_rate=lambda p: 1e-3 * p,
+                objective="kl_penalty", kl_penalty_target=1e-12, lr_kl_target=1e-12, lr_min=1e-5, lr_max=1e-2,
+                policy_kwargs=TINY, seed=0)
+    assert model.adaptive_learning_rate == pytest.approx(1e-3)
+    model.learn(256)
+    # KL far above the tiny targets: beta doubled after each of the 2 updates; the lr divided after every minibatch
+    # but the first of each update (whose KL is exactly 0: no step taken yet), so 3 times per update.
+    assert model.kl_coef == pytest.approx(4.0)
+    assert model.adaptive_learning_rate == pytest.approx(1e-3 / 1.5**6)
+    assert model.policy.optimizer.param_groups[0]["lr"] == pytest.approx(model.adaptive_learning_rate)
+
+
+def test_epoch_cadence_adapts_once_per_epoch():
+    model = PPO("MlpPolicy", "CartPole-v1", n_steps=128, batch_size=32, n_epochs=3, learning_rate=1e-3,
+                lr_kl_target=1e-12, lr_kl_cadence="epoch", policy_kwargs=TINY, seed=0)
+    model.learn(128)
+    assert model.adaptive_learning_rate == pytest.approx(1e-3 / 1.5**3)
+
+
+@pytest.mark.parametrize(
+    "kwargs, names",
+    [
+        ({"learning_rate": -1e-3}, ["learning_rate", "-0.001"]),
+        ({"learning_rate": 0.0}, ["learning_rate"]),
+        ({"batch_size": 4096}, ["batch_size", "4096", "n_steps * n_envs"]),
+        ({"batch_size": 1}, ["batch_size", "normalize_advantage"]),
+        ({"n_epochs": 0}, ["n_epochs"]),
+        ({"gamma": 1.5}, ["gamma", "1.5"]),
+        ({"clip_range": 0.0}, ["clip_range"]),
+        ({"clip_range_vf": -0.1}, ["clip_range_vf"]),
+        ({"max_grad_norm": 0}, ["max_grad_norm"]),
+        ({"target_kl": -0.1}, ["target_kl"]),
+        ({"objective": "klpenalty"}, ["objective", "klpenalty", "did you mean 'kl_penalty'"]),
+        ({"kl_penalty_tolerance": 1.0}, ["kl_penalty_tolerance", "> 1.0"]),
+        ({"kl_penalty_factor": 0.5}, ["kl_penalty_factor"]),
+        ({"kl_coef_min": 1.0, "kl_coef_max": 0.1}, ["kl_coef_min", "kl_coef_max"]),
+        ({"kl_coef": 1e6}, ["kl_coef", "<= 100.0"]),
+        ({"lr_kl_target": 0.0}, ["lr_kl_target"]),
+        ({"lr_kl_target": 0.01, "lr_kl_tolerance": 0.9}, ["lr_kl_tolerance"]),
+        ({"lr_kl_target": 0.01, "learning_rate": 0.5}, ["learning_rate", "<= 0.01"]),
+        ({"lr_min": 1e-2, "lr_max": 1e-3}, ["lr_min", "lr_max"]),
+        ({"lr_kl_cadence": "update"}, ["lr_kl_cadence", "update"]),
+        ({"objective": "kl_penalty", "kl_coef": 0.0, "kl_penalty_target": None}, ["neither clipping nor a penalty"]),
+    ],
+)
+def test_bad_hyperparameters_raise_value_error(kwargs, names):
+    params = dict(n_steps=64, batch_size=32) | kwargs
+    with pytest.raises(ValueError) as error:
+        PPO("MlpPolicy", "CartPole-v1", **params)
+    for name in names:
+        assert name in str(error.value)
+
+
+def test_progress_bar_runs():
+    pytest.importorskip("tqdm")
+    pytest.importorskip("rich")
+    PPO("MlpPolicy", "CartPole-v1", n_steps=64, batch_size=32, n_epochs=1, policy_kwargs=TINY).learn(64, progress_bar=True)
+
+
+def test_sb3_example_code_runs_with_changed_import(tmp_path):
+    """SB3's documented workflow (VecNormalize, evaluate_policy, tensorboard, EvalCallback) with only the import changed."""
+    pytest.importorskip("tensorboard")
+    from stable_baselines3.common.callbacks import EvalCallback
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    env = VecNormalize(make_vec_env("Pendulum-v1", n_envs=2, seed=0))
+    eval_env = VecNormalize(make_vec_env("Pendulum-v1", n_envs=1, seed=1), training=False, norm_reward=False)
+    model = PPO("MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=1, tensorboard_log=str(tmp_path), verbose=0)
+    model.learn(256, callback=EvalCallback(eval_env, eval_freq=64, n_eval_episodes=1, log_path=str(tmp_path)),
+                tb_log_name="ours")
+    mean, std = evaluate_policy(model, eval_env, n_eval_episodes=2)
+    assert np.isfinite(mean)
+    assert any(p.name.startswith("ours") for p in tmp_path.iterdir())
+    model.save(tmp_path / "model")
+    env.save(str(tmp_path / "vecnormalize.pkl"))
+    loaded = PPO.load(tmp_path / "model", env=VecNormalize.load(str(tmp_path / "vecnormalize.pkl"), make_vec_env("Pendulum-v1", n_envs=2)))
+    loaded.learn(64, reset_num_timesteps=False)
+    assert loaded.num_timesteps == 256 + 128  # one more rollout of 64 steps x 2 envs
