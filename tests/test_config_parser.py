@@ -102,9 +102,9 @@ def test_syntax_error_is_a_value_error():
 
 
 def test_key_value_arguments():
-    assert parse_key_value_arguments(["learning_rate:0.01", "policy_kwargs:dict(net_arch=[8])", "x:'a:b'"],
-                                     option="--hyperparams") == {
-        "learning_rate": 0.01, "policy_kwargs": {"net_arch": [8]}, "x": "a:b"}
+    assert parse_key_value_arguments(
+        ["learning_rate:0.01", "policy_kwargs:dict(net_arch=[8])", "x:'a:b'"], option="--hyperparams"
+    ) == {"learning_rate": 0.01, "policy_kwargs": {"net_arch": [8]}, "x": "a:b"}
     with pytest.raises(ValueError, match="key:value"):
         parse_key_value_arguments(["learning_rate"], option="--hyperparams")
     with pytest.raises(ValueError, match="__import__"):
@@ -172,23 +172,49 @@ def test_class_paths_accept_kwargs_items():
 
 
 def test_convert_ppo_ext_params():
-    converted = convert_ppo_ext_params({
-        "batch_size_pow": 6, "n_steps_pow": 8, "one_minus_gamma": 0.01, "one_minus_gae_lambda": 0.05,
-        "net_arch": "small", "activation_fn": "relu", "objective": "kl_penalty", "kl_coef": 0.5, "lr_kl_target": None,
-    })
+    converted = convert_ppo_ext_params(
+        {
+            "batch_size_pow": 6,
+            "n_steps_pow": 8,
+            "one_minus_gamma": 0.01,
+            "one_minus_gae_lambda": 0.05,
+            "net_arch": "small",
+            "activation_fn": "relu",
+            "objective": "kl_penalty",
+            "kl_coef": 0.5,
+            "lr_kl_target": None,
+        }
+    )
     assert converted == {
-        "batch_size": 64, "n_steps": 256, "gamma": pytest.approx(0.99), "gae_lambda": pytest.approx(0.95),
+        "batch_size": 64,
+        "n_steps": 256,
+        "gamma": pytest.approx(0.99),
+        "gae_lambda": pytest.approx(0.95),
         "policy_kwargs": {"net_arch": {"pi": [64, 64], "vf": [64, 64]}, "activation_fn": nn.ReLU},
-        "objective": "kl_penalty", "kl_coef": 0.5, "lr_kl_target": None,
+        "objective": "kl_penalty",
+        "kl_coef": 0.5,
+        "lr_kl_target": None,
     }
 
 
 def test_sampler_searches_the_kl_settings_and_leaves_pinned_ones_alone():
-    trial = optuna.trial.FixedTrial({
-        "batch_size_pow": 5, "one_minus_gamma": 0.01, "one_minus_gae_lambda": 0.02, "ent_coef": 1e-4, "n_epochs": 5,
-        "max_grad_norm": 0.5, "objective": "clip_kl_penalty", "clip_range": 0.2, "kl_coef": 1.0,
-        "kl_penalty_target": 0.01, "lr_kl_target": 0.01, "learning_rate": 1e-3, "lr_kl_cadence": "epoch",
-    })
+    trial = optuna.trial.FixedTrial(
+        {
+            "batch_size_pow": 5,
+            "one_minus_gamma": 0.01,
+            "one_minus_gae_lambda": 0.02,
+            "ent_coef": 1e-4,
+            "n_epochs": 5,
+            "max_grad_norm": 0.5,
+            "objective": "clip_kl_penalty",
+            "clip_range": 0.2,
+            "kl_coef": 1.0,
+            "kl_penalty_target": 0.01,
+            "lr_kl_target": 0.01,
+            "learning_rate": 1e-3,
+            "lr_kl_cadence": "epoch",
+        }
+    )
     # n_steps and policy_kwargs are pinned: FixedTrial would raise if the sampler asked for them.
     params = sample_ppo_ext_params(trial, 1, 1, {}, pinned={"n_steps": 64, "policy_kwargs": {}})
     assert params["objective"] == "clip_kl_penalty" and params["kl_penalty_target"] == 0.01
@@ -198,19 +224,28 @@ def test_sampler_searches_the_kl_settings_and_leaves_pinned_ones_alone():
 
 
 def test_sampler_asks_no_clip_range_for_the_pure_penalty_objective():
-    trial = optuna.trial.FixedTrial({"objective": "kl_penalty", "kl_coef": 0.3, "kl_penalty_target": None,
-                                     "lr_kl_target": None, "learning_rate": 3e-4})
-    pinned = dict.fromkeys(["batch_size", "n_steps", "gamma", "gae_lambda", "ent_coef", "n_epochs", "max_grad_norm",
-                            "policy_kwargs"])
+    trial = optuna.trial.FixedTrial(
+        {"objective": "kl_penalty", "kl_coef": 0.3, "kl_penalty_target": None, "lr_kl_target": None, "learning_rate": 3e-4}
+    )
+    pinned = dict.fromkeys(
+        ["batch_size", "n_steps", "gamma", "gae_lambda", "ent_coef", "n_epochs", "max_grad_norm", "policy_kwargs"]
+    )
     params = sample_ppo_ext_params(trial, 1, 1, {}, pinned=pinned)
-    assert params == {"objective": "kl_penalty", "kl_coef": 0.3, "kl_penalty_target": None, "lr_kl_target": None,
-                      "learning_rate": 3e-4}
+    assert params == {
+        "objective": "kl_penalty",
+        "kl_coef": 0.3,
+        "kl_penalty_target": None,
+        "lr_kl_target": None,
+        "learning_rate": 3e-4,
+    }
 
 
 def test_a_pinned_objective_decides_which_kl_settings_are_searched():
-    trial = optuna.trial.FixedTrial({"kl_coef": 2.0, "kl_penalty_target": 0.02, "learning_rate": 1e-4,
-                                     "lr_kl_cadence": "minibatch"})
-    pinned = dict.fromkeys(["batch_size", "n_steps", "gamma", "gae_lambda", "ent_coef", "n_epochs", "max_grad_norm",
-                            "policy_kwargs"])
+    trial = optuna.trial.FixedTrial(
+        {"kl_coef": 2.0, "kl_penalty_target": 0.02, "learning_rate": 1e-4, "lr_kl_cadence": "minibatch"}
+    )
+    pinned = dict.fromkeys(
+        ["batch_size", "n_steps", "gamma", "gae_lambda", "ent_coef", "n_epochs", "max_grad_norm", "policy_kwargs"]
+    )
     params = sample_ppo_ext_params(trial, 1, 1, {}, pinned={**pinned, "objective": "kl_penalty", "lr_kl_target": 0.01})
     assert params == {"kl_coef": 2.0, "kl_penalty_target": 0.02, "learning_rate": 1e-4, "lr_kl_cadence": "minibatch"}

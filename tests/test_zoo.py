@@ -17,7 +17,7 @@ import pytest
 import torch as th
 import yaml
 
-import sb3_ppo_ext  # noqa: F401  (registers the bundled tasks)
+import sb3_ppo_ext
 from sb3_ppo_ext import PPO
 from sb3_ppo_ext.cli import main
 from sb3_ppo_ext.zoo import check_block_keys, default_config_path, preprocess_block, valid_keys
@@ -42,8 +42,25 @@ def one_thread():
 
 
 def train_argv(env_id: str, folder, n_timesteps: int, *extra: str) -> list[str]:
-    return ["train", "--env", env_id, "-n", str(n_timesteps), "-f", str(folder), "--seed", "0", "--eval-freq", "-1",
-            "--no-progress", "--verbose", "0", "--num-threads", "1", *extra]
+    return [
+        "train",
+        "--env",
+        env_id,
+        "-n",
+        str(n_timesteps),
+        "-f",
+        str(folder),
+        "--seed",
+        "0",
+        "--eval-freq",
+        "-1",
+        "--no-progress",
+        "--verbose",
+        "0",
+        "--num-threads",
+        "1",
+        *extra,
+    ]
 
 
 def run_folder(folder, env_id: str, run: int = 1) -> str:
@@ -101,9 +118,15 @@ def walker_run(tmp_path_factory):
 
 def test_run_layout_is_rl_zoo3s(walker_run):
     run = run_folder(walker_run, WALKER)
-    for name in ("sb3_ppo_ext-Walker2D-v0.zip", "best_model.zip", "evaluations.npz",
-                 "sb3_ppo_ext-Walker2D-v0/config.yml", "sb3_ppo_ext-Walker2D-v0/args.yml",
-                 "sb3_ppo_ext-Walker2D-v0/command.txt", "sb3_ppo_ext-Walker2D-v0/vecnormalize.pkl"):
+    for name in (
+        "sb3_ppo_ext-Walker2D-v0.zip",
+        "best_model.zip",
+        "evaluations.npz",
+        "sb3_ppo_ext-Walker2D-v0/config.yml",
+        "sb3_ppo_ext-Walker2D-v0/args.yml",
+        "sb3_ppo_ext-Walker2D-v0/command.txt",
+        "sb3_ppo_ext-Walker2D-v0/vecnormalize.pkl",
+    ):
         assert os.path.isfile(os.path.join(run, name)), name
     from rl_zoo3.utils import get_trained_models
 
@@ -133,8 +156,9 @@ def test_export_writes_an_onnx_policy_that_matches_the_model(walker_run, tmp_pat
 
     run = run_folder(walker_run, WALKER)
     model = PPO.load(os.path.join(run, "sb3_ppo_ext-Walker2D-v0.zip"), device="cpu")
-    stats = VecNormalize.load(os.path.join(run, "sb3_ppo_ext-Walker2D-v0", "vecnormalize.pkl"),
-                              DummyVecEnv([lambda: gym.make(WALKER)]))
+    stats = VecNormalize.load(
+        os.path.join(run, "sb3_ppo_ext-Walker2D-v0", "vecnormalize.pkl"), DummyVecEnv([lambda: gym.make(WALKER)])
+    )
     observations = np.stack([model.observation_space.sample() for _ in range(4)]).astype(np.float32)
     expected, _ = model.predict(stats.normalize_obs(observations), deterministic=True)
     session = onnxruntime.InferenceSession(str(output))
@@ -174,17 +198,50 @@ def test_trained_agent_continues_the_run(walker_run):
 @pytest.mark.slow
 def test_optimize_two_processes_share_one_journal_study(tmp_path):
     storage = tmp_path / "study.log"
-    command = [sys.executable, "-m", "sb3_ppo_ext", "optimize", "--env", "CartPole-v1", "-n", "256", "-f", str(tmp_path),
-               "--num-threads", "1", "--storage", str(storage), "--study-name", "shared", "--n-trials", "2",
-               "--n-evaluations", "1", "--eval-episodes", "2", "--verbose", "0",
-               "--hyperparams", "n_envs:2", "n_steps:64", "batch_size:64", "n_epochs:1", "policy_kwargs:dict(net_arch=[16])"]
+    command = [
+        sys.executable,
+        "-m",
+        "sb3_ppo_ext",
+        "optimize",
+        "--env",
+        "CartPole-v1",
+        "-n",
+        "256",
+        "-f",
+        str(tmp_path),
+        "--num-threads",
+        "1",
+        "--storage",
+        str(storage),
+        "--study-name",
+        "shared",
+        "--n-trials",
+        "2",
+        "--n-evaluations",
+        "1",
+        "--eval-episodes",
+        "2",
+        "--verbose",
+        "0",
+        "--hyperparams",
+        "n_envs:2",
+        "n_steps:64",
+        "batch_size:64",
+        "n_epochs:1",
+        "policy_kwargs:dict(net_arch=[16])",
+    ]
     environment = dict(os.environ, OMP_NUM_THREADS="1")
-    workers = [subprocess.Popen([*command, "--seed", str(seed)], env=environment, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True) for seed in (1, 2)]
+    workers = [
+        subprocess.Popen(
+            [*command, "--seed", str(seed)], env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        for seed in (1, 2)
+    ]
     outputs = [worker.communicate(timeout=120)[0] for worker in workers]
     assert [worker.returncode for worker in workers] == [0, 0], outputs
-    study = optuna.load_study(study_name="shared", storage=optuna.storages.JournalStorage(
-        optuna.storages.journal.JournalFileBackend(str(storage))))
+    study = optuna.load_study(
+        study_name="shared", storage=optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(storage)))
+    )
     trials = study.get_trials(states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED))
     assert len(trials) == 4  # 2 per process, one study
     assert all("objective" in trial.params and "lr_kl_target" in trial.params for trial in trials)
@@ -193,8 +250,20 @@ def test_optimize_two_processes_share_one_journal_study(tmp_path):
 
     # A trial's settings train through --trial-id (rl-zoo3's converter path), trial 0 included.
     first = study.trials[0]
-    main(train_argv("CartPole-v1", tmp_path / "from_trial", 128, "--storage", str(storage), "--study-name", "shared",
-                    "--trial-id", "0", *TINY))
+    main(
+        train_argv(
+            "CartPole-v1",
+            tmp_path / "from_trial",
+            128,
+            "--storage",
+            str(storage),
+            "--study-name",
+            "shared",
+            "--trial-id",
+            "0",
+            *TINY,
+        )
+    )
     with open(os.path.join(run_folder(tmp_path / "from_trial", "CartPole-v1"), "CartPole-v1", "config.yml")) as file:
         saved = yaml.safe_load(file)
     assert saved["objective"] == first.params["objective"]
@@ -275,22 +344,28 @@ def test_python_config_files_are_refused(tmp_path):
 
 @pytest.mark.parametrize(
     ("command", "option"),
-    [("train", "--hyperparams"), ("train", "--env-kwargs"), ("optimize", "--hyperparams"), ("enjoy", "--env-kwargs"),
-     ("record-video", "--env-kwargs")],
+    [
+        ("train", "--hyperparams"),
+        ("train", "--env-kwargs"),
+        ("optimize", "--hyperparams"),
+        ("enjoy", "--env-kwargs"),
+        ("record-video", "--env-kwargs"),
+    ],
 )
 def test_command_line_values_are_parsed_safely(command, option, tmp_path, capsys):
     marker = tmp_path / "pwned"
     with pytest.raises(SystemExit):
-        main([command, "--env", "CartPole-v1", "-f", str(tmp_path), option,
-              f"x:__import__('os').system('touch {marker}')"])
+        main([command, "--env", "CartPole-v1", "-f", str(tmp_path), option, f"x:__import__('os').system('touch {marker}')"])
     assert "__import__('os').system" in capsys.readouterr().err
     assert not marker.exists()
 
 
 @pytest.mark.parametrize(
     "config_line",
-    ["normalize: \"__import__('os').system('touch {marker}')\"",
-     "normalize: !!python/object/apply:os.system ['touch {marker}']"],
+    [
+        "normalize: \"__import__('os').system('touch {marker}')\"",
+        "normalize: !!python/object/apply:os.system ['touch {marker}']",
+    ],
 )
 @pytest.mark.parametrize("command", ["enjoy", "record-video"])
 def test_run_files_that_rl_zoo3_would_evaluate_are_refused(command, config_line, tmp_path):
@@ -318,8 +393,20 @@ def test_unknown_command_suggests_the_nearest(capsys):
 
 def test_sb3_algorithms_stay_available(tmp_path):
     """--algo ppo uses SB3's PPO with rl-zoo3's own config; our safety checks apply to it too."""
-    main(train_argv("CartPole-v1", tmp_path, 256, "--algo", "ppo", "--hyperparams", "n_envs:1", "n_steps:128",
-                    "batch_size:64", "n_epochs:1"))
+    main(
+        train_argv(
+            "CartPole-v1",
+            tmp_path,
+            256,
+            "--algo",
+            "ppo",
+            "--hyperparams",
+            "n_envs:1",
+            "n_steps:128",
+            "batch_size:64",
+            "n_epochs:1",
+        )
+    )
     archive = os.path.join(tmp_path, "ppo", "CartPole-v1_1", "CartPole-v1.zip")
     with zipfile.ZipFile(archive) as zipped:
         assert "policy.pth" in zipped.namelist()

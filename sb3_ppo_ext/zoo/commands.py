@@ -71,8 +71,9 @@ def train(argv: Sequence[str], *, optimize: bool = False) -> None:
     import rl_zoo3.train
 
     program = f"sb3-ppo-ext {'optimize' if optimize else 'train'}"
-    with _script_argv(program, _zoo_train_argv(argv, optimize=optimize)), patched_zoo_module(
-        rl_zoo3.train, StoreDict=SafeStoreDict, ExperimentManager=SafeExperimentManager
+    with (
+        _script_argv(program, _zoo_train_argv(argv, optimize=optimize)),
+        patched_zoo_module(rl_zoo3.train, StoreDict=SafeStoreDict, ExperimentManager=SafeExperimentManager),
     ):
         rl_zoo3.train.train()
 
@@ -175,7 +176,6 @@ def plot(argv: Sequence[str]) -> None:
     print(f"Plotted {plotted} of {len(runs)} runs to {output}")
 
 
-
 def export(argv: Sequence[str]) -> None:
     """``export``: write the ONNX policy of a run (raw observation -> action, normalisation included)."""
     register_algorithm()
@@ -198,8 +198,9 @@ def export(argv: Sequence[str]) -> None:
     args = parser.parse_args(list(argv))
 
     env_name = EnvironmentName(args.env)
-    _, model_path, log_path = get_model_path(args.exp_id, args.folder, args.algo, env_name, args.load_best,
-                                             args.load_checkpoint, args.load_last_checkpoint)
+    _, model_path, log_path = get_model_path(
+        args.exp_id, args.folder, args.algo, env_name, args.load_best, args.load_checkpoint, args.load_last_checkpoint
+    )
     model = ALGOS[args.algo].load(model_path, device="cpu")
     vecnormalize_path = os.path.join(log_path, env_name, "vecnormalize.pkl")
     output = args.output or os.path.splitext(model_path)[0] + ".onnx"

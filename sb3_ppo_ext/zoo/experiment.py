@@ -61,8 +61,9 @@ class SafeStoreDict(argparse.Action):
     def __init__(self, option_strings: list[str], dest: str, nargs: Any = None, **kwargs: Any) -> None:
         super().__init__(option_strings, dest, nargs=nargs, **kwargs)
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None
+    ) -> None:
         try:
             setattr(namespace, self.dest, parse_key_value_arguments(list(values), option=option_string or self.dest))
         except ValueError as error:

@@ -18,19 +18,43 @@ from typing import Any
 from sb3_ppo_ext.zoo.safe_eval import is_allowed_import_path, parse_expression
 
 #: Keys rl-zoo3 consumes itself (ExperimentManager._preprocess_hyperparams / _preprocess_action_noise).
-ZOO_KEYS: frozenset[str] = frozenset({
-    "n_envs", "n_timesteps", "normalize", "frame_stack", "env_wrapper", "vec_env_wrapper", "callback", "env_kwargs",
-    "monitor_kwargs", "noise_type", "noise_std",
-})
+ZOO_KEYS: frozenset[str] = frozenset(
+    {
+        "n_envs",
+        "n_timesteps",
+        "normalize",
+        "frame_stack",
+        "env_wrapper",
+        "vec_env_wrapper",
+        "callback",
+        "env_kwargs",
+        "monitor_kwargs",
+        "noise_type",
+        "noise_std",
+    }
+)
 
 #: Constructor parameters that rl-zoo3 sets itself from the command line, so a config must not set them.
-MANAGER_SET_PARAMETERS: frozenset[str] = frozenset({
-    "self", "env", "tensorboard_log", "seed", "verbose", "device", "_init_setup_model",
-})
+MANAGER_SET_PARAMETERS: frozenset[str] = frozenset(
+    {
+        "self",
+        "env",
+        "tensorboard_log",
+        "seed",
+        "verbose",
+        "device",
+        "_init_setup_model",
+    }
+)
 
 #: String values that rl-zoo3 passes to ``eval()``.
-EXPRESSION_KEYS: tuple[str, ...] = ("policy_kwargs", "normalize", "monitor_kwargs", "replay_buffer_class",
-                                    "replay_buffer_kwargs")
+EXPRESSION_KEYS: tuple[str, ...] = (
+    "policy_kwargs",
+    "normalize",
+    "monitor_kwargs",
+    "replay_buffer_class",
+    "replay_buffer_kwargs",
+)
 
 #: Keys whose value names classes that rl-zoo3 imports (a path, a list of paths, or ``{path: kwargs}`` items).
 CLASS_PATH_KEYS: tuple[str, ...] = ("callback", "env_wrapper", "vec_env_wrapper")
@@ -79,7 +103,7 @@ def check_class_paths(key: str, value: Any) -> None:
         if isinstance(item, dict):
             if len(item) != 1:
                 raise ValueError(f"{key}: each item must be a class path or a one-key mapping {{path: kwargs}}, got {item!r}")
-            (path, kwargs), = item.items()
+            ((path, kwargs),) = item.items()
             if kwargs is not None and not isinstance(kwargs, dict):
                 raise ValueError(f"{key}: the keyword arguments of {path!r} must be a mapping, got {kwargs!r}")
         else:

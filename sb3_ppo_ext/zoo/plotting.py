@@ -16,7 +16,7 @@ def find_runs(log_folder: str, algo: str, env_id: str) -> list[str]:
     env_name = EnvironmentName(env_id)
     runs = []
     for path in glob.glob(os.path.join(log_folder, algo, f"{env_name}_*")):
-        suffix = os.path.basename(path)[len(env_name) + 1:]
+        suffix = os.path.basename(path)[len(env_name) + 1 :]
         if os.path.isdir(path) and suffix.isdigit():
             runs.append((int(suffix), path))
     return [path for _, path in sorted(runs)]
@@ -59,8 +59,9 @@ def plot_runs(run_folders: list[str], output: str, *, x_axis: str = "steps", win
             continue
         if len(frame) == 0:
             continue
-        x = {"steps": np.cumsum(frame.l.values), "episodes": np.arange(1, len(frame) + 1),
-             "time": frame.t.values / 3600.0}[x_axis]
+        x = {"steps": np.cumsum(frame.l.values), "episodes": np.arange(1, len(frame) + 1), "time": frame.t.values / 3600.0}[
+            x_axis
+        ]
         axes.plot(x, smooth(frame.r.values, window), label=os.path.basename(os.path.normpath(folder)))
         plotted += 1
     axes.set_xlabel({"steps": "Timesteps", "episodes": "Episodes", "time": "Wall time (hours)"}[x_axis])

@@ -23,8 +23,22 @@ _ALLOWED_CALLS: dict[str, type] = {"dict": dict, "list": list, "tuple": tuple}
 #: torch.nn activation functions and torch.optim optimisers, reachable as ``nn.X``, ``th.nn.X``, ``torch.nn.X``,
 #: ``th.optim.X`` and ``torch.optim.X`` (the names rl-zoo3's configs use).
 _ACTIVATIONS = (
-    "ReLU", "Tanh", "ELU", "LeakyReLU", "SELU", "GELU", "SiLU", "Mish", "Sigmoid", "Softplus", "Hardtanh",
-    "Hardswish", "CELU", "PReLU", "ReLU6", "Identity",
+    "ReLU",
+    "Tanh",
+    "ELU",
+    "LeakyReLU",
+    "SELU",
+    "GELU",
+    "SiLU",
+    "Mish",
+    "Sigmoid",
+    "Softplus",
+    "Hardtanh",
+    "Hardswish",
+    "CELU",
+    "PReLU",
+    "ReLU6",
+    "Identity",
 )
 _OPTIMISERS = ("Adam", "AdamW", "SGD", "RMSprop", "Adamax", "NAdam", "RAdam", "Adagrad", "Adadelta")
 
@@ -151,7 +165,7 @@ class _Evaluator:
         segment = ast.get_source_segment(self.text, node) or self.text
         return ValueError(f"{self.what}: {segment!r} is not allowed in a config value ({rule}); in {self.text!r}")
 
-    def value(self, node: ast.expr) -> Any:  # noqa: C901 (one branch per allowed node type)
+    def value(self, node: ast.expr) -> Any:
         if isinstance(node, ast.Constant):
             if isinstance(node.value, (bool, int, float, str, type(None))):
                 return node.value
@@ -178,8 +192,11 @@ class _Evaluator:
             resolved = resolve_name(dotted) if dotted is not None else None
             if resolved is not None:
                 return resolved
-            raise self.refuse(node, "not an allowed name: use one of the activations nn.ReLU/nn.Tanh/..., "
-                                    "optimisers th.optim.Adam/..., or an allow-listed callback/wrapper import path")
+            raise self.refuse(
+                node,
+                "not an allowed name: use one of the activations nn.ReLU/nn.Tanh/..., "
+                "optimisers th.optim.Adam/..., or an allow-listed callback/wrapper import path",
+            )
         raise self.refuse(node, f"{type(node).__name__} expressions are not allowed; use literals, dict(), list()")
 
     def call(self, node: ast.Call) -> Any:
@@ -211,7 +228,7 @@ def parse_expression(text: str, *, what: str = "config value") -> Any:
     :raises ValueError: if the text is not valid Python or uses anything outside the allowed subset.
     """
     if not isinstance(text, str):
-        raise ValueError(f"{what}: expected an expression string, got {text!r}")
+        raise ValueError(f"{what}: expected an expression string, got {text!r}")  # noqa: TRY004 (project rule: ValueError)
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as error:

@@ -27,8 +27,9 @@ KL_PENALTY_TARGETS = (None, 0.003, 0.01, 0.02, 0.05)
 LR_KL_TARGETS = (None, 0.005, 0.01, 0.02)
 
 
-def sample_ppo_ext_params(trial: optuna.Trial, n_actions: int, n_envs: int, additional_args: dict,
-                          pinned: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def sample_ppo_ext_params(
+    trial: optuna.Trial, n_actions: int, n_envs: int, additional_args: dict, pinned: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """Suggest one ``ppo_ext`` configuration (rl-zoo3's ``HYPERPARAMS_SAMPLER`` signature).
 
     :param trial: the Optuna trial.
@@ -64,26 +65,28 @@ def sample_ppo_ext_params(trial: optuna.Trial, n_actions: int, n_envs: int, addi
         trial.suggest_categorical("activation_fn", list(ACTIVATIONS))
 
     objective = trial.suggest_categorical("objective", list(OBJECTIVES)) if wanted("objective") else pinned["objective"]
-    if objective != "kl_penalty":  # the pure penalty objective does not clip
-        if wanted("clip_range"):
-            trial.suggest_categorical("clip_range", [0.1, 0.2, 0.3, 0.4])
+    if objective != "kl_penalty" and wanted("clip_range"):  # the pure penalty objective does not clip
+        trial.suggest_categorical("clip_range", [0.1, 0.2, 0.3, 0.4])
     if objective in ("kl_penalty", "clip_kl_penalty"):
         if wanted("kl_coef"):
             trial.suggest_float("kl_coef", 0.01, 10.0, log=True)
         if wanted("kl_penalty_target"):
             trial.suggest_categorical("kl_penalty_target", list(KL_PENALTY_TARGETS))
 
-    lr_kl_target = (trial.suggest_categorical("lr_kl_target", list(LR_KL_TARGETS)) if wanted("lr_kl_target")
-                    else pinned["lr_kl_target"])
+    lr_kl_target = (
+        trial.suggest_categorical("lr_kl_target", list(LR_KL_TARGETS)) if wanted("lr_kl_target") else pinned["lr_kl_target"]
+    )
     if wanted("learning_rate"):
         # The adaptive rule clamps the rate to [lr_min, lr_max] = [1e-5, 1e-2]: keep the initial value inside.
         trial.suggest_float("learning_rate", 1e-5, 0.002, log=True)
     if lr_kl_target is not None and wanted("lr_kl_cadence"):
         trial.suggest_categorical("lr_kl_cadence", ["minibatch", "epoch"])
 
-    for name, value in (("gamma", 1 - trial.params.get("one_minus_gamma", 0.0)),
-                        ("n_steps", 2 ** trial.params.get("n_steps_pow", 0)),
-                        ("batch_size", 2 ** trial.params.get("batch_size_pow", 0))):
+    for name, value in (
+        ("gamma", 1 - trial.params.get("one_minus_gamma", 0.0)),
+        ("n_steps", 2 ** trial.params.get("n_steps_pow", 0)),
+        ("batch_size", 2 ** trial.params.get("batch_size_pow", 0)),
+    ):
         if wanted(name):
             trial.set_user_attr(name, value)
     return convert_ppo_ext_params(trial.params)
