@@ -8,7 +8,15 @@ from torch import nn, optim
 
 from sb3_ppo_ext import PPO
 from sb3_ppo_ext.zoo.experiment import parse_key_value_arguments
-from sb3_ppo_ext.zoo.hyperparams import ZOO_KEYS, check_block_keys, check_class_paths, preprocess_block, valid_keys
+from sb3_ppo_ext.zoo.hyperparams import (
+    ZOO_KEYS,
+    check_block_keys,
+    check_class_paths,
+    check_run_folder,
+    load_run_yaml,
+    preprocess_block,
+    valid_keys,
+)
 from sb3_ppo_ext.zoo.safe_eval import allowed_names, parse_expression, resolve_name
 from sb3_ppo_ext.zoo.sampler import convert_ppo_ext_params, sample_ppo_ext_params
 
@@ -249,3 +257,28 @@ def test_a_pinned_objective_decides_which_kl_settings_are_searched():
     )
     params = sample_ppo_ext_params(trial, 1, 1, {}, pinned={**pinned, "objective": "kl_penalty", "lr_kl_target": 0.01})
     assert params == {"kl_coef": 2.0, "kl_penalty_target": 0.02, "learning_rate": 1e-4, "lr_kl_cadence": "minibatch"}
+
+
+def test_run_files_written_by_plain_rl_zoo3_load_and_other_python_tags_are_refused(tmp_path):
+    from collections import OrderedDict
+
+    import yaml
+
+    zoo_written = tmp_path / "config.yml"
+    zoo_written.write_text(yaml.dump(OrderedDict([("n_envs", 8), ("normalize", True)])))  # what rl-zoo3 writes
+    assert "python/object/apply:collections.OrderedDict" in zoo_written.read_text()
+    assert load_run_yaml(str(zoo_written)) == {"n_envs": 8, "normalize": True}
+    check_run_folder(str(tmp_path))
+
+    marker = tmp_path / "pwned"
+    evil = tmp_path / "args.yml"
+    evil.write_text(f"env: !!python/object/apply:os.system ['touch {marker}']\n")
+    with pytest.raises(ValueError, match="not plain YAML"):
+        load_run_yaml(str(evil))
+    with pytest.raises(ValueError, match="not plain YAML"):
+        check_run_folder(str(tmp_path))
+    evil.unlink()
+    zoo_written.write_text("normalize: \"__import__('os').system('touch x')\"\n")
+    with pytest.raises(ValueError, match="normalize in .*config.yml"):
+        check_run_folder(str(tmp_path))
+    assert not marker.exists()

@@ -95,37 +95,21 @@ def is_display_available() -> bool:
 
 
 def _check_run_files(argv: Sequence[str]) -> None:
-    """Refuse run folders whose saved config would make rl-zoo3's enjoy / record_video evaluate code.
-
-    rl-zoo3 reads ``config.yml`` / ``args.yml`` with PyYAML's unsafe loader and ``eval``s a string ``normalize``:
-    accept only files that load with ``yaml.safe_load`` and whose ``normalize`` passes the restricted parser.
-    """
-    import yaml
+    """Refuse a run folder whose saved files would make rl-zoo3's enjoy / record_video run code (see
+    :func:`~sb3_ppo_ext.zoo.hyperparams.check_run_folder`); finds the folder as rl-zoo3's ``get_model_path`` does."""
     from huggingface_sb3 import EnvironmentName
-    from rl_zoo3.utils import get_model_path
+    from rl_zoo3.utils import get_latest_run_id
+
+    from sb3_ppo_ext.zoo.hyperparams import check_run_folder
 
     folder = _peek(argv, "-f", "--folder") or DEFAULT_LOG_FOLDER
-    env_id = _peek(argv, "--env") or "CartPole-v1"
+    env_name = EnvironmentName(_peek(argv, "--env") or "CartPole-v1")
     algo = _peek(argv, "--algo") or ALGORITHM_NAME
     exp_id = int(_peek(argv, "--exp-id") or 0)
-    env_name = EnvironmentName(env_id)
-    try:
-        _, _, log_path = get_model_path(exp_id, folder, algo, env_name)
-    except (AssertionError, ValueError):
-        return  # rl-zoo3 reports a missing run itself
-    from sb3_ppo_ext.zoo.safe_eval import parse_expression
-
-    for name in ("config.yml", "args.yml"):
-        path = os.path.join(log_path, env_name, name)
-        if not os.path.isfile(path):
-            continue
-        with open(path) as file:
-            try:
-                content = yaml.safe_load(file) or {}
-            except yaml.YAMLError as error:
-                raise ValueError(f"{path} is not plain YAML (Python tags are refused): {error}") from None
-        if name == "config.yml" and isinstance(content.get("normalize"), str):
-            parse_expression(content["normalize"], what=f"normalize in {path}")
+    if exp_id == 0:
+        exp_id = get_latest_run_id(os.path.join(folder, algo), env_name)
+    log_path = os.path.join(folder, algo, f"{env_name}_{exp_id}") if exp_id > 0 else os.path.join(folder, algo)
+    check_run_folder(os.path.join(log_path, env_name))
 
 
 def enjoy(argv: Sequence[str]) -> None:

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import os
 import re
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+import yaml
 
 from sb3_ppo_ext.zoo.safe_eval import is_allowed_import_path, parse_expression
 
@@ -138,3 +142,49 @@ def preprocess_block(block: dict[str, Any], *, where: str) -> dict[str, Any]:
     if isinstance(policy, str) and "." in policy and not is_allowed_import_path(policy):
         raise ValueError(f"policy: {policy!r} is not an allow-listed policy class import path")
     return parsed
+
+
+class _RunFileLoader(yaml.SafeLoader):
+    """PyYAML's safe loader plus the one Python tag plain rl-zoo3 writes into run files (``OrderedDict``)."""
+
+
+def _construct_ordered_dict(loader: yaml.SafeLoader, node: yaml.Node) -> OrderedDict:
+    if not isinstance(node, yaml.SequenceNode):
+        raise yaml.constructor.ConstructorError(None, None, "expected the arguments of OrderedDict", node.start_mark)
+    arguments = loader.construct_sequence(node, deep=True)
+    return OrderedDict(arguments[0] if arguments else ())
+
+
+_RunFileLoader.add_constructor("tag:yaml.org,2002:python/object/apply:collections.OrderedDict", _construct_ordered_dict)
+
+
+def load_run_yaml(path: str) -> Any:
+    """Read a run's ``config.yml`` / ``args.yml`` without running code.
+
+    rl-zoo3 reads these with PyYAML's unsafe loader, which builds any Python object a tag names. Here only plain
+    YAML and ``!!python/object/apply:collections.OrderedDict`` (what plain rl-zoo3 writes) are accepted.
+
+    :raises ValueError: for any other Python tag or invalid YAML.
+    """
+    with open(path) as file:
+        try:
+            return yaml.load(file, Loader=_RunFileLoader)  # a SafeLoader subclass: no arbitrary tags
+        except yaml.YAMLError as error:
+            raise ValueError(f"{path} is not plain YAML (Python tags other than OrderedDict are refused): {error}") from None
+
+
+def check_run_folder(stats_path: str) -> None:
+    """Check the files rl-zoo3's enjoy / record_video read from a run (``<run>/<env>/``) before they read them.
+
+    ``config.yml`` and ``args.yml`` must pass :func:`load_run_yaml`, and a string ``normalize`` in ``config.yml``
+    (which rl-zoo3 ``eval``s) must pass the restricted parser. Missing files are fine (rl-zoo3 reports them).
+
+    :param stats_path: the run's parameter folder, ``logs/<algo>/<env>_<n>/<env>``.
+    """
+    for name in ("config.yml", "args.yml"):
+        path = os.path.join(stats_path, name)
+        if not os.path.isfile(path):
+            continue
+        content = load_run_yaml(path)
+        if name == "config.yml" and isinstance(content, Mapping) and isinstance(content.get("normalize"), str):
+            parse_expression(content["normalize"], what=f"normalize in {path}")
