@@ -282,3 +282,16 @@ def test_run_files_written_by_plain_rl_zoo3_load_and_other_python_tags_are_refus
     with pytest.raises(ValueError, match="normalize in .*config.yml"):
         check_run_folder(str(tmp_path))
     assert not marker.exists()
+
+
+def test_run_files_are_written_as_plain_yaml_values():
+    from collections import OrderedDict
+
+    from sb3_ppo_ext.zoo.experiment import to_plain_yaml
+
+    value = OrderedDict([("policy_kwargs", {"activation_fn": nn.ReLU, "net_arch": (64, 64)}), ("x", None)])
+    assert to_plain_yaml(value) == {
+        "policy_kwargs": {"activation_fn": "torch.nn.modules.activation.ReLU", "net_arch": [64, 64]},
+        "x": None,
+    }
+    assert type(to_plain_yaml(value)) is dict

@@ -121,23 +121,25 @@ class SafeExperimentManager(ExperimentManager):
     def _save_config(self, saved_hyperparams: dict[str, Any]) -> None:
         """Write ``config.yml``, ``args.yml`` and ``command.txt`` like rl-zoo3, as plain YAML (no Python tags)."""
         with open(os.path.join(self.params_path, "config.yml"), "w") as file:
-            yaml.safe_dump(_plain(saved_hyperparams), file)
+            yaml.safe_dump(to_plain_yaml(saved_hyperparams), file)
         arguments = vars(self.args)
         with open(os.path.join(self.params_path, "args.yml"), "w") as file:
-            yaml.safe_dump(_plain({key: arguments[key] for key in sorted(arguments)}), file)
+            yaml.safe_dump(to_plain_yaml({key: arguments[key] for key in sorted(arguments)}), file)
         command = " ".join(getattr(sys, "orig_argv", ["python3", *sys.argv]))
         (Path(self.params_path) / "command.txt").write_text(command)
         print(f"Log path: {self.save_path}")
 
 
-def _plain(value: Any) -> Any:
-    """``value`` with mappings as plain dicts, tuples as lists and anything not YAML-native as its ``repr``."""
+def to_plain_yaml(value: Any) -> Any:
+    """``value`` with mappings as plain dicts, tuples as lists, classes as import paths, anything else as ``repr``."""
     if isinstance(value, (dict, OrderedDict)):
-        return {str(key): _plain(item) for key, item in value.items()}
+        return {str(key): to_plain_yaml(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value]
+        return [to_plain_yaml(item) for item in value]
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
+    if isinstance(value, type):
+        return f"{value.__module__}.{value.__qualname__}"
     return repr(value)
 
 
