@@ -458,6 +458,25 @@ class PPO(OnPolicyAlgorithm):
                 parts.append(tuple(t.detach() for t in analytic.params(self.policy.get_distribution(obs))))
         return tuple(th.cat(columns) for columns in zip(*parts))
 
+    def _fused_adam_groups(self) -> list[dict[str, Any]]:
+        """Adam/AdamW parameter groups that may run the fused kernel: same maths, one kernel for all tensors.
+
+        Left alone when the user chose ``fused``/``foreach``/``differentiable`` or a device has no fused kernel.
+        """
+        optimizer = self.policy.optimizer
+        if type(optimizer) not in (th.optim.Adam, th.optim.AdamW):
+            return []
+        from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
+
+        devices = set(_get_fused_kernels_supported_devices())
+        groups = []
+        for group in optimizer.param_groups:
+            if group.get("fused") or group.get("foreach") or group.get("differentiable"):
+                continue
+            if all(p.device.type in devices and p.is_floating_point() for p in group["params"]):
+                groups.append(group)
+        return groups
+
     def _set_learning_rate(self, learning_rate: float) -> None:
         for group in self.policy.optimizer.param_groups:
             group["lr"] = learning_rate
@@ -487,6 +506,11 @@ class PPO(OnPolicyAlgorithm):
         adapt_lr = self.lr_kl_target is not None
         penalty = self.uses_kl_penalty
         kl_coef = self.kl_coef  # the beta of this update (logged); adapted after it
+
+        parameters = list(self.policy.parameters())  # policy.parameters() walks every module: once per update
+        fused_groups = [(group, group.get("fused")) for group in self._fused_adam_groups()]
+        for group, _ in fused_groups:
+            group["fused"] = True  # only during the update, so that saved optimizer states stay plain Adam
 
         # Per-minibatch statistics are kept as tensors and averaged once at the end (one sync instead of many).
         stats: list[th.Tensor] = []
@@ -539,7 +563,7 @@ class PPO(OnPolicyAlgorithm):
 
                 self.policy.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+                th.nn.utils.clip_grad_norm_(parameters, self.max_grad_norm)
                 self.policy.optimizer.step()
 
                 learning_rates.append(self.policy.optimizer.param_groups[0]["lr"])
@@ -556,6 +580,9 @@ class PPO(OnPolicyAlgorithm):
             self._n_updates += 1
             if not continue_training:
                 break
+
+        for group, fused in fused_groups:
+            group["fused"] = fused
 
         update_kl = None
         if penalty and self.kl_penalty_target is not None and analytic is not None and old_params is not None:

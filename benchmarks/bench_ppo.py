@@ -1,0 +1,167 @@
+"""Side-by-side training speed: SB3's PPO against ours, same task, same settings, in one run.
+
+Prints env steps per second for both, their ratio, the env-only rate through the same VecEnv (the ceiling), and
+where the time goes (env, policy inference and loop overhead, update). Runs alternate (SB3, ours, SB3, ours, ...)
+so that machine noise hits both alike; the ratio of the medians is reported.
+
+    python benchmarks/bench_ppo.py                       # both configurations on our Walker2D
+    python benchmarks/bench_ppo.py --config default --repeats 3 --env Walker2DBulletEnv-v0
+
+Configurations: ``default`` is SB3's defaults (1 env, n_steps 2048, batch 64, 10 epochs, 64x64 tanh); ``zoo`` is
+rl-zoo3's tuned PyBullet setting (16 envs, n_steps 512, batch 128, 20 epochs, 256x256 ReLU, gSDE, VecNormalize).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from typing import Any
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import gymnasium as gym  # noqa: E402
+import numpy as np  # noqa: E402
+import torch as th  # noqa: E402
+from stable_baselines3 import PPO as SB3PPO  # noqa: E402
+from stable_baselines3.common.env_util import make_vec_env  # noqa: E402
+from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper, VecNormalize  # noqa: E402
+
+from sb3_ppo_ext import PPO  # noqa: E402
+
+CONFIGS: dict[str, dict[str, Any]] = {
+    "default": dict(n_envs=1, normalize=False, kwargs={}),
+    "zoo": dict(
+        n_envs=16,
+        normalize=True,
+        kwargs=dict(
+            batch_size=128,
+            n_steps=512,
+            gamma=0.99,
+            gae_lambda=0.9,
+            n_epochs=20,
+            ent_coef=0.0,
+            sde_sample_freq=4,
+            max_grad_norm=0.5,
+            vf_coef=0.5,
+            learning_rate=3e-5,
+            use_sde=True,
+            clip_range=0.4,
+            policy_kwargs=dict(log_std_init=-2, ortho_init=False, activation_fn=th.nn.ReLU,
+                               net_arch=dict(pi=[256, 256], vf=[256, 256])),
+        ),
+    ),
+}
+
+
+class TimedVecEnv(VecEnvWrapper):
+    """Accumulates the wall time spent inside the wrapped VecEnv's step."""
+
+    def __init__(self, venv: VecEnv) -> None:
+        super().__init__(venv)
+        self.seconds = 0.0
+
+    def reset(self) -> Any:
+        return self.venv.reset()
+
+    def step_async(self, actions: np.ndarray) -> None:
+        self._start = time.perf_counter()
+        self.venv.step_async(actions)
+
+    def step_wait(self) -> Any:
+        result = self.venv.step_wait()
+        self.seconds += time.perf_counter() - self._start
+        return result
+
+
+def timed(algorithm: type) -> type:
+    """A subclass of ``algorithm`` that records the time spent in ``train()``."""
+
+    class Timed(algorithm):  # type: ignore[misc, valid-type]
+        train_seconds = 0.0
+
+        def train(self) -> None:
+            start = time.perf_counter()
+            super().train()
+            self.train_seconds += time.perf_counter() - start
+
+    return Timed
+
+
+def make_env(env_id: str, n_envs: int, normalize: bool, seed: int) -> tuple[VecEnv, TimedVecEnv]:
+    venv = make_vec_env(env_id, n_envs=n_envs, seed=seed)
+    timer = TimedVecEnv(venv)
+    env: VecEnv = timer
+    if normalize:
+        env = VecNormalize(timer, gamma=0.99)
+    return env, timer
+
+
+def measure(algorithm: type, env_id: str, config: dict[str, Any], iterations: int, seed: int, extra: dict) -> dict:
+    env, timer = make_env(env_id, config["n_envs"], config["normalize"], seed)
+    model = timed(algorithm)("MlpPolicy", env, seed=seed, device="cpu", **config["kwargs"], **extra)
+    steps = model.n_steps * config["n_envs"] * iterations
+    start = time.perf_counter()
+    model.learn(steps)
+    total = time.perf_counter() - start
+    env.close()
+    return dict(
+        fps=steps / total,
+        env=timer.seconds / total,
+        update=model.train_seconds / total,
+        other=(total - timer.seconds - model.train_seconds) / total,
+        ms_per_step_outside_env=1e3 * (total - timer.seconds - model.train_seconds) / steps,
+        ms_per_update_step=1e3 * model.train_seconds / steps,
+    )
+
+
+def env_only_rate(env_id: str, config: dict[str, Any], seconds: float = 5.0) -> float:
+    env, _ = make_env(env_id, config["n_envs"], config["normalize"], seed=0)
+    env.reset()
+    env.action_space.seed(0)
+    actions = np.stack([env.action_space.sample() for _ in range(config["n_envs"])])
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        env.step(actions)
+        steps += config["n_envs"]
+    rate = steps / (time.perf_counter() - start)
+    env.close()
+    return rate
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--env", default="sb3_ppo_ext/Walker2D-v0")
+    parser.add_argument("--config", choices=[*CONFIGS, "all"], default="all")
+    parser.add_argument("--repeats", type=int, default=3, help="alternating runs per algorithm")
+    parser.add_argument("--iterations", type=int, default=2, help="rollout+update iterations per run")
+    args = parser.parse_args()
+    th.set_num_threads(1)
+    gym.make(args.env).close()  # fail early on an unknown id
+
+    names = list(CONFIGS) if args.config == "all" else [args.config]
+    for name in names:
+        config = CONFIGS[name]
+        results: dict[str, list[dict]] = {"SB3 PPO": [], "ours": []}
+        for repeat in range(args.repeats):
+            results["SB3 PPO"].append(measure(SB3PPO, args.env, config, args.iterations, repeat, {}))
+            results["ours"].append(measure(PPO, args.env, config, args.iterations, repeat, {}))
+        ceiling = env_only_rate(args.env, config)
+        print(f"\n== {args.env}, config '{name}' ({config['n_envs']} envs), {args.repeats} alternating runs each ==")
+        print(f"env only (random actions, same VecEnv stack): {ceiling:8.0f} steps/s")
+        medians = {}
+        for label, runs in results.items():
+            medians[label] = statistics.median(run["fps"] for run in runs)
+            mean = {key: statistics.mean(run[key] for run in runs) for key in runs[0]}
+            each = ", ".join(f"{run['fps']:.0f}" for run in runs)
+            print(
+                f"{label:8s} fps median {medians[label]:7.0f} (runs: {each}) | "
+                f"time in env {mean['env']:5.1%}, update {mean['update']:5.1%}, policy+loop {mean['other']:5.1%} | "
+                f"per env step: {mean['ms_per_step_outside_env']:.3f} ms policy+loop, {mean['ms_per_update_step']:.3f} ms update"
+            )
+        print(f"speed-up (ours / SB3, medians): {medians['ours'] / medians['SB3 PPO']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
