@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 import math
+import os
+import sys
 from typing import Any
 
 import numpy as np
@@ -122,3 +124,13 @@ def check_action(action: Any, action_space: spaces.Space) -> np.ndarray:
 def wrap_angle(angle: float) -> float:
     """Wrap an angle to ``[-pi, pi)``."""
     return (angle + math.pi) % (2.0 * math.pi) - math.pi
+
+
+def check_gui_available() -> None:
+    """Raise ``RuntimeError`` if the PyBullet GUI cannot open: on Linux without an X display, pybullet would
+    print "cannot connect to X server" and end the whole process instead of raising."""
+    if sys.platform.startswith("linux") and not os.environ.get("DISPLAY"):
+        raise RuntimeError(
+            "render_mode='human' opens the PyBullet GUI, which needs an X display and DISPLAY is not set; "
+            "use render_mode='rgb_array', or run under a virtual display (xvfb-run)"
+        )

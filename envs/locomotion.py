@@ -14,6 +14,7 @@ hand-picked values.
 from __future__ import annotations
 
 import math
+import numbers
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -25,7 +26,7 @@ import numpy as np
 import pybullet
 import pybullet_data
 from gymnasium import spaces
-from sb3_ppo_ext.envs._bullet import BulletClient, check_action, render_camera
+from sb3_ppo_ext.envs._bullet import BulletClient, check_action, check_gui_available, render_camera
 
 #: One env step: one ``stepSimulation()`` of 4 sub-steps of 0.0165 / 4 s (as pybullet_envs / Roboschool).
 CONTROL_TIMESTEP = 0.0165
@@ -331,8 +332,9 @@ class MJCFRobot:
             torso_velocity = client.getBaseVelocity(self.body_id)[0]
             sum_x, sum_y = torso_position[0], torso_position[1]
         else:
-            link_states = client.getLinkStates(self.body_id, self.part_links, computeLinkVelocity=1)
-            torso = link_states[self.torso_link]
+            link_states = client.getLinkStates(self.body_id, self.part_links)
+            # Velocities only for the torso: asking getLinkStates for them costs more than this second call.
+            torso = client.getLinkState(self.body_id, self.torso_link, computeLinkVelocity=1)
             torso_position, torso_orientation, torso_velocity = torso[0], torso[1], torso[6]
             sum_x = sum_y = 0.0
         # A plain loop: numpy's conversion of a list of tuples costs ten times more at these sizes.
@@ -453,8 +455,8 @@ class LocomotionEnv(gymnasium.Env):
             "feet_collision": feet_collision_weight,
         }
         for name, weight in weights.items():
-            if not math.isfinite(float(weight)):
-                raise ValueError(f"{name}_weight must be finite, got {weight!r}")
+            if not isinstance(weight, numbers.Real) or not math.isfinite(weight):
+                raise ValueError(f"{name}_weight must be a finite number, got {weight!r}")
         self.weights = {name: float(weight) for name, weight in weights.items()}
         self.render_mode = render_mode
         self.reference_quirks = bool(reference_quirks)
@@ -466,6 +468,8 @@ class LocomotionEnv(gymnasium.Env):
         self.friction_range = check_range("friction_range", friction_range)
         self.mass_scale_range = check_range("mass_scale_range", mass_scale_range, minimum=1e-3)
 
+        if render_mode == "human":
+            check_gui_available()
         self._client = BulletClient(render_mode)
         try:
             if self._client.is_gui:

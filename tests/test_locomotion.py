@@ -611,3 +611,10 @@ def test_gui_follows_the_robot_and_a_click_sets_the_target(tmp_path):
     expected = np.array(report["camera_target"][:2]) + heading / math.tan(math.radians(-report["pitch"]))
     np.testing.assert_allclose(report["target"], expected, atol=0.05)
     np.testing.assert_allclose(report["flag"][:2], report["target"], atol=1e-9)
+
+
+def test_human_mode_without_a_display_raises_instead_of_exiting(monkeypatch):
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.setattr("sys.platform", "linux")
+    with pytest.raises(RuntimeError, match="DISPLAY"):
+        Walker2DEnv(render_mode="human")
