@@ -34,10 +34,6 @@ def _peek(argv: Sequence[str], *flags: str) -> str | None:
     return known.value
 
 
-def _has_flag(argv: Sequence[str], *flags: str) -> bool:
-    return any(token in flags or any(token.startswith(f"{flag}=") for flag in flags) for token in argv)
-
-
 @contextmanager
 def _script_argv(program: str, argv: Sequence[str]) -> Iterator[None]:
     """Run an rl-zoo3 script function as if called as ``program argv...``."""
