@@ -69,8 +69,8 @@ class RewardWeights:
     speed: float = 1.0
     tilt: float = 10.0
     spin: float = 5.0
-    legs: float = 5.0
-    fuel: float = 0.1
+    legs: float = 10.0
+    fuel: float = 0.3
     rcs: float = 0.3
     landing: float = 100.0
     crash: float = 100.0
@@ -318,8 +318,8 @@ class RocketLanderEnv(gym.Env):
         self._build_rocket(client)
         if self.render_mode is not None:
             # Plume bodies, visual only; the one matching the throttle is placed under the engine.
-            for length in (1.5, 3.0, 4.5, 6.0):
-                shape = client.createVisualShape(pybullet.GEOM_CYLINDER, radius=0.35, length=length,
+            for length in (2.0, 4.0, 6.0, 8.0):
+                shape = client.createVisualShape(pybullet.GEOM_CYLINDER, radius=0.5, length=length,
                                                  rgbaColor=[1.0, 0.55, 0.1, 0.9])
                 self._plumes.append((client.createMultiBody(0.0, -1, shape, [0.0, 0.0, HIDDEN_Z]), length))
 
@@ -396,9 +396,9 @@ class RocketLanderEnv(gym.Env):
     # ------------------------------------------------------------------ gymnasium API
     def _reset_state_variables(self) -> None:
         self.fuel = self.initial_fuel_mass
-        self.engine_on = False
-        self.throttle = 0.0
-        self.throttle_command = 0.0
+        # The landing burn is under way at the start: the engine is lit at minimum throttle.
+        self.engine_on = True
+        self.throttle = self.throttle_command = self.min_throttle
         self.gimbal_x = self.gimbal_y = 0.0
         self.gimbal_command_x = self.gimbal_command_y = 0.0
         self.wind_x = self.wind_y = 0.0
@@ -443,6 +443,8 @@ class RocketLanderEnv(gym.Env):
         angular = [spin[0] * x_axis[i] + spin[1] * y_axis[i] + spin[2] * z_axis[i] for i in range(3)]
         client.resetBaseVelocity(self._rocket, [vx, vy, vz], angular)
         self._set_base_mass(self.fuel)
+        # Refresh the contact points: otherwise those of the last episode's final step would be read.
+        client.performCollisionDetection()
         observation, state = self._observe()
         self._potential = potential(state["distance"], state["speed"], state["tilt"], state["spin"], 0, self.weights)
         self.previous_speed = state["speed"]
@@ -515,14 +517,7 @@ class RocketLanderEnv(gym.Env):
         """Turn an action into actuator commands; return the cold-gas thruster commands (each in [-1, 1])."""
         if self.continuous:
             throttle, gimbal_x, gimbal_y, rcs_x, rcs_y, rcs_roll = (max(-1.0, min(1.0, float(a))) for a in action)
-            if throttle >= 0.0 and self.fuel > 0.0:
-                if not self.engine_on:
-                    self.engine_on = True
-                    self.throttle = self.min_throttle
-                self.throttle_command = self.min_throttle + (1.0 - self.min_throttle) * throttle
-            else:
-                self.engine_on = False
-                self.throttle = 0.0
+            self.throttle_command = self.min_throttle + (1.0 - self.min_throttle) * 0.5 * (throttle + 1.0)
             self.gimbal_command_x = gimbal_x * self.gimbal_limit
             self.gimbal_command_y = gimbal_y * self.gimbal_limit
             return rcs_x, rcs_y, rcs_roll
@@ -530,17 +525,9 @@ class RocketLanderEnv(gym.Env):
         choice = int(action)
         rcs_x = rcs_y = 0.0
         if choice == 1:
-            if not self.engine_on and self.fuel > 0.0:
-                self.engine_on = True
-                self.throttle = self.throttle_command = self.min_throttle
-            else:
-                self.throttle_command = min(1.0, self.throttle_command + 0.1)
-        elif choice == 2 and self.engine_on:
-            if self.throttle_command <= self.min_throttle + 1e-9:
-                self.engine_on = False
-                self.throttle = 0.0
-            else:
-                self.throttle_command = max(self.min_throttle, self.throttle_command - 0.1)
+            self.throttle_command = min(1.0, self.throttle_command + 0.1)
+        elif choice == 2:
+            self.throttle_command = max(self.min_throttle, self.throttle_command - 0.1)
         self.gimbal_command_x *= 0.5
         self.gimbal_command_y *= 0.5
         if choice in (3, 4):
@@ -615,6 +602,10 @@ class RocketLanderEnv(gym.Env):
             else:
                 sea_contact = True
         self._contacts = contacts
+        if self.engine_on and (contacts[0] or contacts[1] or contacts[2] or contacts[3]):
+            # Touchdown cut-off: the flight computer shuts the engine down when a foot senses contact.
+            self.engine_on = False
+            self.throttle = 0.0
 
         values = (dx, dy, dz, vx, vy, vz, wx, wy, wz, *x_axis, *z_axis)
         if not all(math.isfinite(v) for v in values):
@@ -704,9 +695,9 @@ class RocketLanderEnv(gym.Env):
         position = self._position
         self._place_plume()
         deck_x, deck_y, deck_z = self._deck_position
-        target = ((position[0] + deck_x) / 2, (position[1] + deck_y) / 2, (position[2] + deck_z) / 2)
+        target = ((position[0] + deck_x) / 2, (position[1] + deck_y) / 2, (position[2] + BODY_LENGTH / 2 + deck_z) / 2)
         span = math.dist(position, (deck_x, deck_y, deck_z))
-        distance = max(30.0, 1.2 * span + 20.0)
+        distance = max(25.0, 0.9 * span + 20.0)
         if self.render_mode == "human":
             self._client.resetDebugVisualizerCamera(distance, 45.0, -15.0, list(target))
             return None
