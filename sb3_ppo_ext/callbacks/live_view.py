@@ -313,6 +313,9 @@ def _viewer_main(spec: bytes, config: dict[str, Any], weights: Any, stop: Any, r
             os.nice(config["niceness"])
         except OSError:
             pass
+    if config["output_path"] is not None:  # headless: SDL-based renderers (pygame) need no display or sound
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+        os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
     import torch as th
 
     th.set_num_threads(1)
