@@ -2,10 +2,12 @@
 
 Prints env steps per second for both, their ratio, the env-only rate through the same VecEnv (the ceiling), and
 where the time goes (env, policy inference and loop overhead, update). Runs alternate (SB3, ours, SB3, ours, ...)
-so that machine noise hits both alike; the ratio of the medians is reported.
+so that machine noise hits both alike; the ratio of the medians is reported. Each run starts with one untimed
+warm-up iteration (where ``compile_update=True`` compiles).
 
     python benchmarks/bench_ppo.py                       # both configurations on our Walker2D
-    python benchmarks/bench_ppo.py --config default --repeats 3 --env Walker2DBulletEnv-v0
+    python benchmarks/bench_ppo.py --config default --repeats 3 --compile   # adds compile_update=True
+    python benchmarks/bench_ppo.py --env Walker2DBulletEnv-v0               # pybullet_envs_gymnasium's walker
 
 Configurations: ``default`` is SB3's defaults (1 env, n_steps 2048, batch 64, 10 epochs, 64x64 tanh); ``zoo`` is
 rl-zoo3's tuned PyBullet setting (16 envs, n_steps 512, batch 128, 20 epochs, 256x256 ReLU, gSDE, VecNormalize).
@@ -102,8 +104,10 @@ def measure(algorithm: type, env_id: str, config: dict[str, Any], iterations: in
     env, timer = make_env(env_id, config["n_envs"], config["normalize"], seed)
     model = timed(algorithm)("MlpPolicy", env, seed=seed, device="cpu", **config["kwargs"], **extra)
     steps = model.n_steps * config["n_envs"] * iterations
+    model.learn(model.n_steps * config["n_envs"])  # warm-up iteration, not timed (torch.compile compiles here)
+    timer.seconds, model.train_seconds = 0.0, 0.0
     start = time.perf_counter()
-    model.learn(steps)
+    model.learn(steps, reset_num_timesteps=False)
     total = time.perf_counter() - start
     env.close()
     return dict(
@@ -135,18 +139,24 @@ def main() -> None:
     parser.add_argument("--env", default="sb3_ppo_ext/Walker2D-v0")
     parser.add_argument("--config", choices=[*CONFIGS, "all"], default="all")
     parser.add_argument("--repeats", type=int, default=3, help="alternating runs per algorithm")
-    parser.add_argument("--iterations", type=int, default=2, help="rollout+update iterations per run")
+    parser.add_argument("--iterations", type=int, default=2, help="timed rollout+update iterations per run")
+    parser.add_argument("--compile", action="store_true", help="also run ours with compile_update=True")
     args = parser.parse_args()
     th.set_num_threads(1)
+    if "Bullet" in args.env:
+        import pybullet_envs_gymnasium  # noqa: F401  (registers the reference PyBullet tasks)
     gym.make(args.env).close()  # fail early on an unknown id
 
     names = list(CONFIGS) if args.config == "all" else [args.config]
     for name in names:
         config = CONFIGS[name]
-        results: dict[str, list[dict]] = {"SB3 PPO": [], "ours": []}
+        contenders: dict[str, tuple[type, dict]] = {"SB3 PPO": (SB3PPO, {}), "ours": (PPO, {})}
+        if args.compile:
+            contenders["ours+compile"] = (PPO, {"compile_update": True})
+        results: dict[str, list[dict]] = {label: [] for label in contenders}
         for repeat in range(args.repeats):
-            results["SB3 PPO"].append(measure(SB3PPO, args.env, config, args.iterations, repeat, {}))
-            results["ours"].append(measure(PPO, args.env, config, args.iterations, repeat, {}))
+            for label, (algorithm, extra) in contenders.items():
+                results[label].append(measure(algorithm, args.env, config, args.iterations, repeat, extra))
         ceiling = env_only_rate(args.env, config)
         print(f"\n== {args.env}, config '{name}' ({config['n_envs']} envs), {args.repeats} alternating runs each ==")
         print(f"env only (random actions, same VecEnv stack): {ceiling:8.0f} steps/s")
@@ -160,7 +170,9 @@ def main() -> None:
                 f"time in env {mean['env']:5.1%}, update {mean['update']:5.1%}, policy+loop {mean['other']:5.1%} | "
                 f"per env step: {mean['ms_per_step_outside_env']:.3f} ms policy+loop, {mean['ms_per_update_step']:.3f} ms update"
             )
-        print(f"speed-up (ours / SB3, medians): {medians['ours'] / medians['SB3 PPO']:.2f}x")
+        for label in contenders:
+            if label != "SB3 PPO":
+                print(f"speed-up ({label} / SB3, medians): {medians[label] / medians['SB3 PPO']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
+from functools import partial
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
@@ -98,6 +99,8 @@ class PPO(OnPolicyAlgorithm):
     :param lr_max: Upper bound of the adaptive learning rate.
     :param lr_kl_cadence: ``"minibatch"`` (rsl_rl) or ``"epoch"`` (mean KL of the epoch's minibatches).
     :param fast_collect: Act with a numpy copy of the policy during collection when the policy allows it.
+    :param compile_update: Compile the minibatch loss (forward and backward) with ``torch.compile``; if compiling
+        fails (no C++ compiler, unsupported platform), warn once and run eagerly.
     :param stats_window_size: Window size for the rollout logging, specifying the number of episodes to average
     :param tensorboard_log: the log location for tensorboard (if None, no logging)
     :param policy_kwargs: additional arguments to be passed to the policy on creation
@@ -150,6 +153,7 @@ class PPO(OnPolicyAlgorithm):
         lr_max: float = 1e-2,
         lr_kl_cadence: str = "minibatch",
         fast_collect: bool = True,
+        compile_update: bool = False,
         stats_window_size: int = 100,
         tensorboard_log: str | None = None,
         policy_kwargs: dict[str, Any] | None = None,
@@ -201,6 +205,9 @@ class PPO(OnPolicyAlgorithm):
         self.lr_max = lr_max
         self.lr_kl_cadence = lr_kl_cadence
         self.fast_collect = fast_collect
+        self.compile_update = compile_update
+        self._compiled_loss: Any = None
+        self._compile_failed = False
         # Adaptive state: saved with the model and carried across learn() calls.
         self.adaptive_learning_rate: float | None = None
         self.kl_estimator: str | None = None
@@ -261,6 +268,9 @@ class PPO(OnPolicyAlgorithm):
         if self.lr_kl_target is not None and not callable(self.learning_rate):
             check_number("learning_rate", self.learning_rate, low=self.lr_min, high=self.lr_max)
         check_choice("lr_kl_cadence", self.lr_kl_cadence, LR_KL_CADENCES)
+        for name in ("fast_collect", "compile_update", "normalize_advantage"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.env is not None:
             buffer_size = self.env.num_envs * self.n_steps
             if self.batch_size > buffer_size:
@@ -276,6 +286,9 @@ class PPO(OnPolicyAlgorithm):
                     f"We recommend using a `batch_size` that is a factor of `n_steps * n_envs`.\n"
                     f"Info: (n_steps={self.n_steps} and n_envs={self.env.num_envs})"
                 )
+
+    def _excluded_save_params(self) -> list[str]:
+        return [*super()._excluded_save_params(), "_compiled_loss"]
 
     def _setup_model(self) -> None:
         super()._setup_model()
@@ -481,6 +494,85 @@ class PPO(OnPolicyAlgorithm):
         for group in self.policy.optimizer.param_groups:
             group["lr"] = learning_rate
 
+    def _minibatch_loss(
+        self,
+        rollout_data: RolloutBufferSamples,
+        old_params: DistributionParams | None,
+        head: str | None,
+        analytic: AnalyticKL | None,
+        clip_range: float | th.Tensor,
+        clip_range_vf: float | th.Tensor | None,
+        kl_coef: float | th.Tensor,
+    ) -> tuple[th.Tensor, th.Tensor]:
+        """The loss of one minibatch and its statistics.
+
+        :param old_params: the collecting policy's distribution on these samples (analytic KL), or ``None`` (k3).
+        :return: the loss to minimise and a detached vector of (policy_gradient_loss, value_loss, entropy_loss,
+            kl_penalty_loss, loss, kl, approx_kl, clip_fraction).
+        """
+        actions = rollout_data.actions
+        if isinstance(self.action_space, spaces.Discrete):
+            actions = actions.long().flatten()
+        values, log_prob, entropy, new_params = self._evaluate(rollout_data.observations, actions, head, analytic)
+
+        advantages = rollout_data.advantages
+        if self.normalize_advantage and len(advantages) > 1:
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+
+        log_ratio = log_prob - rollout_data.old_log_prob
+        ratio = th.exp(log_ratio)
+        if self.uses_clipping:
+            policy_loss = -th.min(advantages * ratio, advantages * th.clamp(ratio, 1 - clip_range, 1 + clip_range)).mean()
+        else:
+            policy_loss = -(advantages * ratio).mean()
+
+        if analytic is not None and old_params is not None and new_params is not None:
+            kl = analytic(old_params, new_params).mean()
+        else:
+            kl = k3_kl(log_ratio).mean()
+        kl_penalty_loss = kl_coef * kl if self.uses_kl_penalty else th.zeros((), device=kl.device)
+
+        if clip_range_vf is None:
+            values_pred = values
+        else:
+            values_pred = rollout_data.old_values + th.clamp(values - rollout_data.old_values, -clip_range_vf, clip_range_vf)
+        value_loss = F.mse_loss(rollout_data.returns, values_pred)
+        entropy_loss = -th.mean(-log_prob) if entropy is None else -th.mean(entropy)
+
+        loss = policy_loss + kl_penalty_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
+
+        with th.no_grad():
+            approx_kl = k3_kl(log_ratio).mean()
+            clip_fraction = (th.abs(ratio - 1) > clip_range).float().mean()
+            stats = th.stack([policy_loss, value_loss, entropy_loss, kl_penalty_loss, loss, kl, approx_kl, clip_fraction])
+        return loss, stats
+
+    def _loss_function(self) -> Any:
+        """:meth:`_minibatch_loss`, compiled with ``torch.compile`` when ``compile_update`` is on and it works here."""
+        if not self.compile_update or self._compile_failed:
+            return self._minibatch_loss
+        if self._compiled_loss is None:
+            self._compiled_loss = th.compile(self._minibatch_loss, dynamic=False)
+
+        def compiled_or_eager(*args: Any) -> tuple[th.Tensor, th.Tensor]:
+            if not self._compile_failed:
+                try:
+                    return self._compiled_loss(*args)
+                except Exception as error:  # no C++ compiler, unsupported platform, backend error ...
+                    self._compile_failed = True
+                    warnings.warn(f"compile_update: torch.compile failed ({type(error).__name__}: {error}); "
+                                  "the update runs eagerly from now on", RuntimeWarning)
+            return self._minibatch_loss(*args)
+
+        return compiled_or_eager
+
+    def _loss_scalars(self, clip_range: float, clip_range_vf: float | None, kl_coef: float) -> tuple[Any, Any, Any]:
+        """Loss constants; as 0-d tensors when compiled, so that a changing schedule or beta does not recompile."""
+        if not self.compile_update or self._compile_failed:
+            return clip_range, clip_range_vf, kl_coef
+        as_tensor = partial(th.tensor, dtype=th.float32, device=self.device)
+        return as_tensor(clip_range), None if clip_range_vf is None else as_tensor(clip_range_vf), as_tensor(kl_coef)
+
     def train(self) -> None:
         """Update policy using the currently gathered rollout buffer."""
         self.policy.set_training_mode(True)
@@ -508,6 +600,8 @@ class PPO(OnPolicyAlgorithm):
         kl_coef = self.kl_coef  # the beta of this update (logged); adapted after it
 
         parameters = list(self.policy.parameters())  # policy.parameters() walks every module: once per update
+        loss_function = self._loss_function()
+        scalars = self._loss_scalars(clip_range, clip_range_vf, kl_coef)
         fused_groups = [(group, group.get("fused")) for group in self._fused_adam_groups()]
         for group, _ in fused_groups:
             group["fused"] = True  # only during the update, so that saved optimizer states stay plain Adam
@@ -517,72 +611,39 @@ class PPO(OnPolicyAlgorithm):
         learning_rates: list[float] = []
         epoch_kls: list[th.Tensor] = []
         continue_training = True
-        for epochs_done in range(self.n_epochs):
-            epoch_kls.clear()
-            for rollout_data, ids in self._epoch(data):
-                actions = rollout_data.actions
-                if isinstance(self.action_space, spaces.Discrete):
-                    actions = actions.long().flatten()
-                values, log_prob, entropy, new_params = self._evaluate(rollout_data.observations, actions, head, analytic)
+        try:
+            for epochs_done in range(self.n_epochs):
+                epoch_kls.clear()
+                for rollout_data, ids in self._epoch(data):
+                    old = tuple(column[ids] for column in old_params) if old_params is not None and ids is not None else None
+                    loss, minibatch_stats = loss_function(rollout_data, old, head, analytic if old else None, *scalars)
+                    kl, approx_kl = minibatch_stats[5], minibatch_stats[6]
+                    if self.target_kl is not None and approx_kl.item() > 1.5 * self.target_kl:
+                        continue_training = False
+                        if self.verbose >= 1:
+                            self.logger.info(f"Early stopping at step {epochs_done} due to reaching max kl: {approx_kl.item():.2f}")
+                        break
 
-                advantages = rollout_data.advantages
-                if self.normalize_advantage and len(advantages) > 1:
-                    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+                    self.policy.optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    th.nn.utils.clip_grad_norm_(parameters, self.max_grad_norm)
+                    self.policy.optimizer.step()
 
-                log_ratio = log_prob - rollout_data.old_log_prob
-                ratio = th.exp(log_ratio)
-                if self.uses_clipping:
-                    policy_loss = -th.min(advantages * ratio, advantages * th.clamp(ratio, 1 - clip_range, 1 + clip_range)).mean()
-                else:
-                    policy_loss = -(advantages * ratio).mean()
-
-                if old_params is not None and new_params is not None and ids is not None:
-                    old = tuple(column[ids] for column in old_params)
-                    kl = analytic(old, new_params).mean()  # type: ignore[misc]
-                else:
-                    kl = k3_kl(log_ratio).mean()
-                kl_penalty_loss = kl_coef * kl if penalty else th.zeros((), device=self.device)
-
-                if clip_range_vf is None:
-                    values_pred = values
-                else:
-                    values_pred = rollout_data.old_values + th.clamp(values - rollout_data.old_values, -clip_range_vf, clip_range_vf)
-                value_loss = F.mse_loss(rollout_data.returns, values_pred)
-                entropy_loss = -th.mean(-log_prob) if entropy is None else -th.mean(entropy)
-
-                loss = policy_loss + kl_penalty_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
-
-                with th.no_grad():
-                    approx_kl = k3_kl(log_ratio.detach()).mean()
-                    clip_fraction = (th.abs(ratio.detach() - 1) > clip_range).float().mean()
-                if self.target_kl is not None and approx_kl.item() > 1.5 * self.target_kl:
-                    continue_training = False
-                    if self.verbose >= 1:
-                        self.logger.info(f"Early stopping at step {epochs_done} due to reaching max kl: {approx_kl.item():.2f}")
+                    learning_rates.append(self.policy.optimizer.param_groups[0]["lr"])
+                    stats.append(minibatch_stats)
+                    if adapt_lr:
+                        if self.lr_kl_cadence == "minibatch":
+                            self._adapt_learning_rate(kl.item())
+                        else:
+                            epoch_kls.append(kl)
+                if adapt_lr and self.lr_kl_cadence == "epoch" and epoch_kls:
+                    self._adapt_learning_rate(th.stack(epoch_kls).mean().item())
+                self._n_updates += 1
+                if not continue_training:
                     break
-
-                self.policy.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                th.nn.utils.clip_grad_norm_(parameters, self.max_grad_norm)
-                self.policy.optimizer.step()
-
-                learning_rates.append(self.policy.optimizer.param_groups[0]["lr"])
-                stats.append(
-                    th.stack([policy_loss, value_loss, entropy_loss, kl_penalty_loss, loss, kl, approx_kl, clip_fraction]).detach()
-                )
-                if adapt_lr:
-                    if self.lr_kl_cadence == "minibatch":
-                        self._adapt_learning_rate(kl.item())
-                    else:
-                        epoch_kls.append(kl.detach())
-            if adapt_lr and self.lr_kl_cadence == "epoch" and epoch_kls:
-                self._adapt_learning_rate(th.stack(epoch_kls).mean().item())
-            self._n_updates += 1
-            if not continue_training:
-                break
-
-        for group, fused in fused_groups:
-            group["fused"] = fused
+        finally:
+            for group, fused in fused_groups:
+                group["fused"] = fused
 
         update_kl = None
         if penalty and self.kl_penalty_target is not None and analytic is not None and old_params is not None:
