@@ -95,11 +95,11 @@ def test_bundled_config_blocks_are_valid():
 def test_every_config_entry_trains(config_key, tmp_path):
     env_id = ENV_FOR_KEY.get(config_key, config_key)
     skip_if_env_module_missing(env_id)
-    main(train_argv(env_id, tmp_path, 1024, *TINY))
+    main(train_argv(env_id, tmp_path, 2048, *TINY))
     run = run_folder(tmp_path, env_id)
     env_name = env_id.replace("/", "-")
     model = PPO.load(os.path.join(run, f"{env_name}.zip"), device="cpu")
-    assert model.num_timesteps >= 1024
+    assert model.num_timesteps >= 2048
     with open(os.path.join(run, env_name, "config.yml")) as file:
         saved = yaml.safe_load(file)  # plain YAML: no Python tags
     assert saved["n_envs"] == 2
@@ -382,6 +382,17 @@ def test_run_files_that_rl_zoo3_would_evaluate_are_refused(command, config_line,
 def test_misspelt_hyperparams_override_is_refused(tmp_path):
     with pytest.raises(ValueError, match="unknown key 'n_step'.*did you mean 'n_steps'"):
         main(train_argv("CartPole-v1", tmp_path, 128, "--hyperparams", "n_step:64"))
+
+
+def test_train_defaults_come_first_so_user_options_win():
+    from sb3_ppo_ext.zoo.commands import _zoo_train_argv
+
+    argv = _zoo_train_argv(["--env", "CartPole-v1"], optimize=False)
+    assert argv == ["--algo", "ppo_ext", "--conf-file", BUNDLED_CONFIG, "--progress", "--env", "CartPole-v1"]
+    argv = _zoo_train_argv(["--env", "CartPole-v1", "--algo", "ppo", "--no-progress"], optimize=False)
+    assert argv == ["--algo", "ppo_ext", "--env", "CartPole-v1", "--algo", "ppo"]  # rl-zoo3's own ppo.yml
+    argv = _zoo_train_argv(["-conf", "mine.yml"], optimize=True)
+    assert argv == ["--algo", "ppo_ext", "--optimize-hyperparameters", "--no-optim-plots", "-conf", "mine.yml"]
 
 
 def test_unknown_command_suggests_the_nearest(capsys):
