@@ -118,6 +118,8 @@ class HumanoidEnv(LocomotionEnv):
     def __init__(self, render_mode: str | None = None, *, target_key_step: float = 1.0, **kwargs: Any) -> None:
         kwargs.setdefault("electricity_weight", -8.5)
         kwargs.setdefault("stall_torque_weight", -0.425)
+        if not isinstance(target_key_step, (int, float)) or not math.isfinite(target_key_step) or target_key_step <= 0:
+            raise ValueError(f"target_key_step must be a finite number > 0, got {target_key_step!r}")
         self.target_key_step = float(target_key_step)
         super().__init__(render_mode, **kwargs)
 

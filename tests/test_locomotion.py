@@ -374,6 +374,8 @@ def test_bad_constructor_arguments_raise_value_error():
         Walker2DEnv(reset_noise_scale=-0.1)
     with pytest.raises(ValueError, match="flag_timeout_steps"):
         HumanoidFlagrunEnv(flag_timeout_steps=0)
+    with pytest.raises(ValueError, match="target_key_step"):
+        HumanoidEnv(target_key_step=0.0)
     with pytest.raises(ValueError, match="lying_start_probability"):
         HumanoidFlagrunHarderEnv(lying_start_probability=2.0)
 
