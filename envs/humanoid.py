@@ -8,6 +8,7 @@ reached; in the harder variant cubes are thrown at the robot, and half of the ep
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from typing import Any
 
@@ -21,6 +22,9 @@ from sb3_ppo_ext.envs.locomotion import (
     LocomotionEnv,
     MJCFRobot,
     camera_ray,
+    check_integer,
+    check_positive,
+    check_probability,
     humanoid_alive_bonus,
     standing_potential_leak,
     target_from_user_events,
@@ -118,9 +122,7 @@ class HumanoidEnv(LocomotionEnv):
     def __init__(self, render_mode: str | None = None, *, target_key_step: float = 1.0, **kwargs: Any) -> None:
         kwargs.setdefault("electricity_weight", -8.5)
         kwargs.setdefault("stall_torque_weight", -0.425)
-        if not isinstance(target_key_step, (int, float)) or not math.isfinite(target_key_step) or target_key_step <= 0:
-            raise ValueError(f"target_key_step must be a finite number > 0, got {target_key_step!r}")
-        self.target_key_step = float(target_key_step)
+        self.target_key_step = check_positive("target_key_step", target_key_step)
         super().__init__(render_mode, **kwargs)
 
     def _build_robot(self, client: BulletClient) -> MJCFRobot:
@@ -193,12 +195,8 @@ class HumanoidFlagrunEnv(HumanoidEnv):
         random_yaw: bool = True,
         **kwargs: Any,
     ) -> None:
-        if int(flag_timeout_steps) != flag_timeout_steps or flag_timeout_steps < 1:
-            raise ValueError(f"flag_timeout_steps must be an integer >= 1, got {flag_timeout_steps!r}")
-        if not math.isfinite(flag_reach_distance) or flag_reach_distance <= 0:
-            raise ValueError(f"flag_reach_distance must be a finite number > 0, got {flag_reach_distance!r}")
-        self.flag_timeout_steps = int(flag_timeout_steps)
-        self.flag_reach_distance = float(flag_reach_distance)
+        self.flag_timeout_steps = check_integer("flag_timeout_steps", flag_timeout_steps, 1)
+        self.flag_reach_distance = check_positive("flag_reach_distance", flag_reach_distance)
         self.random_yaw = bool(random_yaw)
         self._steps_since_flag_moved = 0
         self.flags_reached = 0
@@ -285,21 +283,14 @@ class HumanoidFlagrunHarderEnv(HumanoidFlagrunEnv):
         cube_throw_after_steps: int = 100,
         **kwargs: Any,
     ) -> None:
-        if not 0.0 <= lying_start_probability <= 1.0:
-            raise ValueError(f"lying_start_probability must be in [0, 1], got {lying_start_probability!r}")
-        if int(max_ground_steps) != max_ground_steps or max_ground_steps < 1:
-            raise ValueError(f"max_ground_steps must be an integer >= 1, got {max_ground_steps!r}")
-        for name, value in (("cube_throw_interval", cube_throw_interval), ("cube_throw_after_steps", cube_throw_after_steps)):
-            if int(value) != value or value < (1 if name == "cube_throw_interval" else 0):
-                raise ValueError(f"{name} must be an integer >= {1 if name == 'cube_throw_interval' else 0}, got {value!r}")
-        if not math.isfinite(standing_up_weight):
-            raise ValueError(f"standing_up_weight must be finite, got {standing_up_weight!r}")
+        if not isinstance(standing_up_weight, numbers.Real) or not math.isfinite(standing_up_weight):
+            raise ValueError(f"standing_up_weight must be a finite number, got {standing_up_weight!r}")
         kwargs.setdefault("electricity_weight", -8.5 / 4)
-        self.lying_start_probability = float(lying_start_probability)
-        self.max_ground_steps = int(max_ground_steps)
+        self.lying_start_probability = check_probability("lying_start_probability", lying_start_probability)
+        self.max_ground_steps = check_integer("max_ground_steps", max_ground_steps, 1)
         self.throw_cubes = bool(throw_cubes)
-        self.cube_throw_interval = int(cube_throw_interval)
-        self.cube_throw_after_steps = int(cube_throw_after_steps)
+        self.cube_throw_interval = check_integer("cube_throw_interval", cube_throw_interval, 1)
+        self.cube_throw_after_steps = check_integer("cube_throw_after_steps", cube_throw_after_steps, 0)
         self.started_lying = False
         self._frame = 0
         self._ground_steps = 0

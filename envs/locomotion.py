@@ -184,10 +184,30 @@ def check_range(name: str, value: tuple[float, float] | None, minimum: float = 0
 
 def check_non_negative(name: str, value: float) -> float:
     """Validate a finite, non-negative scalar option (``ValueError`` otherwise)."""
-    value = float(value)
-    if not math.isfinite(value) or value < 0.0:
+    if not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0.0:
         raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    return value
+    return float(value)
+
+
+def check_probability(name: str, value: float) -> float:
+    """Validate a probability in ``[0, 1]`` (``ValueError`` otherwise)."""
+    if not isinstance(value, numbers.Real) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
+    return float(value)
+
+
+def check_integer(name: str, value: int, minimum: int) -> int:
+    """Validate an integer option ``>= minimum`` (``ValueError`` otherwise; booleans are refused)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_positive(name: str, value: float) -> float:
+    """Validate a finite, strictly positive scalar option (``ValueError`` otherwise)."""
+    if not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0.0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -461,9 +481,7 @@ class LocomotionEnv(gymnasium.Env):
         self.render_mode = render_mode
         self.reference_quirks = bool(reference_quirks)
         self.reset_noise_scale = check_non_negative("reset_noise_scale", reset_noise_scale)
-        self.push_probability = check_non_negative("push_probability", push_probability)
-        if self.push_probability > 1.0:
-            raise ValueError(f"push_probability must be in [0, 1], got {push_probability!r}")
+        self.push_probability = check_probability("push_probability", push_probability)
         self.push_force = check_non_negative("push_force", push_force)
         self.friction_range = check_range("friction_range", friction_range)
         self.mass_scale_range = check_range("mass_scale_range", mass_scale_range, minimum=1e-3)

@@ -20,6 +20,10 @@ from sb3_ppo_ext.envs.humanoid import (
 from sb3_ppo_ext.envs.locomotion import (
     CONTROL_TIMESTEP,
     camera_ray,
+    check_integer,
+    check_non_negative,
+    check_positive,
+    check_probability,
     check_range,
     count_joints_at_limit,
     electricity_costs,
@@ -188,6 +192,23 @@ def test_check_range_rejects_bad_ranges():
         check_range("mass_scale_range", (0.0, 1.0), minimum=1e-3)
     with pytest.raises(ValueError, match="friction_range"):
         check_range("friction_range", 3.0)
+
+
+def test_scalar_checks_name_the_parameter():
+    assert check_integer("flag_timeout_steps", np.int64(5), 1) == 5
+    for bad in (0, 2.5, True, "3"):
+        with pytest.raises(ValueError, match="flag_timeout_steps"):
+            check_integer("flag_timeout_steps", bad, 1)
+    assert check_probability("push_probability", 1) == 1.0
+    for bad in (-0.1, 1.1, math.nan, "0.5"):
+        with pytest.raises(ValueError, match="push_probability"):
+            check_probability("push_probability", bad)
+    assert check_positive("target_key_step", np.float32(0.5)) == 0.5
+    with pytest.raises(ValueError, match="target_key_step"):
+        check_positive("target_key_step", 0.0)
+    assert check_non_negative("push_force", 0) == 0.0
+    with pytest.raises(ValueError, match="push_force"):
+        check_non_negative("push_force", math.inf)
 
 
 # --- equivalence to pybullet_envs ----------------------------------------------------------------------------
