@@ -2,7 +2,9 @@
 
 Prints env steps per second for both, their ratio, the env-only rate through the same VecEnv (the ceiling), and
 where the time goes (env, policy inference and loop overhead, update). Runs alternate (SB3, ours, SB3, ours, ...)
-so that machine noise hits both alike; the ratio of the medians is reported. Each run starts with one untimed
+so that machine noise hits both alike; the ratio of the medians is reported, in wall-clock steps per second and
+in steps per CPU second of the process (all of it runs on one thread, so on a busy machine the latter is the
+steadier measure). Each run starts with one untimed
 warm-up iteration (where ``compile_update=True`` compiles).
 
     python benchmarks/bench_ppo.py                       # both configurations on our Walker2D
@@ -106,12 +108,13 @@ def measure(algorithm: type, env_id: str, config: dict[str, Any], iterations: in
     steps = model.n_steps * config["n_envs"] * iterations
     model.learn(model.n_steps * config["n_envs"])  # warm-up iteration, not timed (torch.compile compiles here)
     timer.seconds, model.train_seconds = 0.0, 0.0
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     model.learn(steps, reset_num_timesteps=False)
-    total = time.perf_counter() - start
+    total, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     env.close()
     return dict(
         fps=steps / total,
+        cpu_fps=steps / cpu,
         env=timer.seconds / total,
         update=model.train_seconds / total,
         other=(total - timer.seconds - model.train_seconds) / total,
@@ -141,8 +144,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="alternating runs per algorithm")
     parser.add_argument("--iterations", type=int, default=2, help="timed rollout+update iterations per run")
     parser.add_argument("--compile", action="store_true", help="also run ours with compile_update=True")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads for both (rl-zoo3's default: all cores)")
     args = parser.parse_args()
-    th.set_num_threads(1)
+    th.set_num_threads(args.threads)
     if "Bullet" in args.env:
         import pybullet_envs_gymnasium  # noqa: F401  (registers the reference PyBullet tasks)
     gym.make(args.env).close()  # fail early on an unknown id
@@ -158,21 +162,24 @@ def main() -> None:
             for label, (algorithm, extra) in contenders.items():
                 results[label].append(measure(algorithm, args.env, config, args.iterations, repeat, extra))
         ceiling = env_only_rate(args.env, config)
-        print(f"\n== {args.env}, config '{name}' ({config['n_envs']} envs), {args.repeats} alternating runs each ==")
+        print(f"\n== {args.env}, config '{name}' ({config['n_envs']} envs), {args.threads} torch thread(s), "
+              f"{args.repeats} alternating runs each ==")
         print(f"env only (random actions, same VecEnv stack): {ceiling:8.0f} steps/s")
-        medians = {}
+        medians, cpu_medians = {}, {}
         for label, runs in results.items():
             medians[label] = statistics.median(run["fps"] for run in runs)
+            cpu_medians[label] = statistics.median(run["cpu_fps"] for run in runs)
             mean = {key: statistics.mean(run[key] for run in runs) for key in runs[0]}
             each = ", ".join(f"{run['fps']:.0f}" for run in runs)
             print(
-                f"{label:8s} fps median {medians[label]:7.0f} (runs: {each}) | "
+                f"{label:12s} fps median {medians[label]:6.0f} (runs: {each}; per CPU second: {cpu_medians[label]:.0f}) | "
                 f"time in env {mean['env']:5.1%}, update {mean['update']:5.1%}, policy+loop {mean['other']:5.1%} | "
                 f"per env step: {mean['ms_per_step_outside_env']:.3f} ms policy+loop, {mean['ms_per_update_step']:.3f} ms update"
             )
         for label in contenders:
             if label != "SB3 PPO":
-                print(f"speed-up ({label} / SB3, medians): {medians[label] / medians['SB3 PPO']:.2f}x")
+                print(f"speed-up ({label} / SB3, medians): {medians[label] / medians['SB3 PPO']:.2f}x wall-clock, "
+                      f"{cpu_medians[label] / cpu_medians['SB3 PPO']:.2f}x per CPU second")
 
 
 if __name__ == "__main__":

@@ -144,9 +144,13 @@ def test_numpy_actor_samples_the_policy_distribution():
     assert actions.std() == pytest.approx(np.exp(-1.0), rel=0.03)
 
 
-@pytest.mark.parametrize("env_fn", [lambda: IdentityEnvBox(-1, 1), lambda: IdentityEnv(4)], ids=["gaussian", "categorical"])
-def test_direct_evaluation_matches_evaluate_actions(env_fn):
-    model = PPO("MlpPolicy", env_fn(), policy_kwargs=dict(net_arch=[16]), seed=0)
+@pytest.mark.parametrize(
+    "env_fn, kwargs",
+    [(lambda: IdentityEnvBox(-1, 1), {}), (lambda: IdentityEnvBox(-1, 1), {"use_sde": True}), (lambda: IdentityEnv(4), {})],
+    ids=["gaussian", "gsde", "categorical"],
+)
+def test_direct_evaluation_matches_evaluate_actions(env_fn, kwargs):
+    model = PPO("MlpPolicy", env_fn(), policy_kwargs=dict(net_arch=[16]), seed=0, **kwargs)
     obs = th.as_tensor(np.stack([model.observation_space.sample() for _ in range(10)]), dtype=th.float32)
     actions = th.as_tensor(np.stack([model.action_space.sample() for _ in range(10)]))
     if isinstance(model.action_space, spaces.Discrete):
