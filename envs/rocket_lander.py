@@ -65,12 +65,12 @@ class RewardWeights:
     :param crash: penalty on a crash.
     """
 
-    distance: float = 1.0
-    speed: float = 1.0
+    distance: float = 2.0
+    speed: float = 4.0
     tilt: float = 10.0
     spin: float = 5.0
     legs: float = 10.0
-    fuel: float = 0.3
+    fuel: float = 1.0
     rcs: float = 0.3
     landing: float = 100.0
     crash: float = 100.0
@@ -133,11 +133,14 @@ class RocketLanderEnv(gym.Env):
     coordinates, body-frame angular velocity (rad/s), four foot contacts (0/1), throttle (0 when the engine is
     off), gimbal x / y as a fraction of their limit, fuel fraction.
 
-    Continuous action ``Box(-1, 1, (6,))``: throttle command (< 0: engine off, ``[0, 1]`` maps to
-    ``[min_throttle, 1]``), gimbal x / y set points, cold-gas pitch / yaw / roll thrusters. The throttle and the
-    gimbal follow their commands at limited rates. Discrete ``Discrete(7)``: no-op, throttle up, throttle down
-    (below the minimum shuts the engine), gimbal +x, -x, +y, -y (each also fires the matching cold-gas
-    thruster); in the discrete version a rate damper works the roll thruster.
+    The landing burn is under way at the start (engine lit at minimum throttle); the flight computer shuts the
+    engine down when a foot senses contact, and it flames out when the propellant runs out.
+
+    Continuous action ``Box(-1, 1, (6,))``: throttle command (``[-1, 1]`` maps to ``[min_throttle, 1]``), gimbal
+    x / y set points, cold-gas pitch / yaw / roll thrusters. The throttle and the gimbal follow their commands
+    at limited rates. Discrete ``Discrete(7)``: no-op, throttle up, throttle down (by 0.1, within
+    ``[min_throttle, 1]``), gimbal +x, -x, +y, -y (each also fires the matching cold-gas thruster; the gimbal
+    set point halves back toward centre on every other action); a rate damper works the roll thruster.
 
     :param render_mode: ``None``, ``"rgb_array"`` (headless TinyRenderer) or ``"human"`` (PyBullet GUI).
     :param continuous: continuous (``Box``) or discrete (``Discrete(7)``) actions.
@@ -640,12 +643,6 @@ class RocketLanderEnv(gym.Env):
         if not state["finite"]:
             terms.update(distance=0.0, speed=0.0, tilt=0.0, spin=0.0, legs=0.0, landing=0.0, crash=0.0)
             return terms, True, "non_finite_state", False
-        new_potential = potential(state["distance"], state["speed"], state["tilt"], state["spin"], state["legs"],
-                                  weights)
-        for name, value in new_potential.items():
-            terms[name] = value - self._potential[name]
-        self._potential = new_potential
-
         crash_reason = ""
         if state["body_contact"]:
             crash_reason = "body_contact"
@@ -662,6 +659,14 @@ class RocketLanderEnv(gym.Env):
             if self.previous_speed > self.touchdown_speed_limit:
                 crash_reason = "hard_touchdown"
         self.previous_speed = state["speed"]
+
+        # Shaping: the change of each potential part. A crash step gets none, so that the impact itself (which
+        # kills the speed and puts feet down) earns nothing.
+        new_potential = potential(state["distance"], state["speed"], state["tilt"], state["spin"], state["legs"],
+                                  weights)
+        for name, value in new_potential.items():
+            terms[name] = 0.0 if crash_reason else value - self._potential[name]
+        self._potential = new_potential
 
         landed = False
         if not crash_reason:
