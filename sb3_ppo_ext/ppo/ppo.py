@@ -526,10 +526,11 @@ class PPO(OnPolicyAlgorithm):
         else:
             policy_loss = -(advantages * ratio).mean()
 
-        if analytic is not None and old_params is not None and new_params is not None:
-            kl = analytic(old_params, new_params).mean()
-        else:
-            kl = k3_kl(log_ratio).mean()
+        with th.set_grad_enabled(self.uses_kl_penalty and th.is_grad_enabled()):  # no graph when only logged
+            if analytic is not None and old_params is not None and new_params is not None:
+                kl = analytic(old_params, new_params).mean()
+            else:
+                kl = k3_kl(log_ratio).mean()
         kl_penalty_loss = kl_coef * kl if self.uses_kl_penalty else th.zeros((), device=kl.device)
 
         if clip_range_vf is None:
