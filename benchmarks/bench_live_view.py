@@ -4,9 +4,9 @@ Runs the same PPO training alternately without and with :class:`~sb3_ppo_ext.cal
 (headless ``file`` mode; defaults: 15 fps cap, niceness 10), in the order A B B A A B ... so that slow drifts of a
 shared machine hit both sides alike. The viewer process needs a few seconds to start (importing torch at low
 priority), so the speed is measured in steady state: from the first update at which the viewer is playing to the end
-of training, and over the same steps for the run without it. Printed: the median training fps of each side, the
-overhead, the CPU seconds of the training process itself over the same window, and how often the viewer rewrote its
-file.
+of training, and over the same steps for the run without it. Printed: the median whole-run and steady-state training
+fps of each side and the overhead, the CPU seconds of the training process itself in the steady-state window, the
+CPU the viewer process used, and how many versions of the viewer's file were seen.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_live_view.py --timesteps 60000 --repeats 3
 """
@@ -35,6 +35,7 @@ class UpdateClock(BaseCallback):
         self.live_view, self.path = live_view, path
         self.records: list[tuple[float, float, int, bool]] = []
         self.file_versions: set[float] = set()
+        self.viewer_cpu = 0.0
 
     def _record(self) -> None:
         playing = self.live_view is not None and self.live_view._ready_event.is_set()
@@ -52,13 +53,21 @@ class UpdateClock(BaseCallback):
         self._record()
 
 
-def run(env_id: str, timesteps: int, path: str, with_view: bool, seed: int, fps: float, niceness: int) -> UpdateClock:
-    """Train a fresh PPO for ``timesteps`` steps and return its clock."""
+def run(
+    env_id: str, timesteps: int, path: str, with_view: bool, seed: int, fps: float, niceness: int, idle: bool
+) -> UpdateClock:
+    """Train a fresh PPO for ``timesteps`` steps and return its clock (with ``viewer_cpu``: the CPU seconds of the
+    viewer process, which is reaped when training ends)."""
     env = make_vec_env(env_id, n_envs=4, seed=seed)
     model = PPO("MlpPolicy", env, n_steps=512, batch_size=256, n_epochs=10, seed=seed)
-    live_view = LiveViewCallback(env_id, mode="file", output_path=path, fps=fps, niceness=niceness) if with_view else None
+    live_view = None
+    if with_view:
+        live_view = LiveViewCallback(env_id, mode="file", output_path=path, fps=fps, niceness=niceness, idle_scheduling=idle)
     clock = UpdateClock(live_view, path)
+    before = os.times()
     model.learn(timesteps, callback=[clock] if live_view is None else [live_view, clock])
+    after = os.times()
+    clock.viewer_cpu = after.children_user + after.children_system - before.children_user - before.children_system
     env.close()
     return clock
 
@@ -77,53 +86,87 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--live-view-fps", type=float, default=15.0)
     parser.add_argument("--niceness", type=int, default=10, help="LiveViewCallback niceness")
+    parser.add_argument(
+        "--no-idle-scheduling", action="store_true", help="LiveViewCallback(idle_scheduling=False): niceness only"
+    )
     args = parser.parse_args()
     th.set_num_threads(1)
 
+    whole: dict[str, list[float]] = {"without": [], "with": []}
+    whole_cpu: dict[str, list[float]] = {"without": [], "with": []}
     speeds: dict[str, list[float]] = {"without": [], "with": []}
     cpu: dict[str, list[float]] = {"without": [], "with": []}
-    rewrites: list[int] = []
+    viewer_load: list[float] = []
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "live_view.gif")
         for index in range(args.repeats):
             order = ("without", "with") if index % 2 == 0 else ("with", "without")
             clocks = {
-                side: run(args.env, args.timesteps, path, side == "with", index, args.live_view_fps, args.niceness)
+                side: run(
+                    args.env,
+                    args.timesteps,
+                    path,
+                    side == "with",
+                    index,
+                    args.live_view_fps,
+                    args.niceness,
+                    not args.no_idle_scheduling,
+                )
                 for side in order
             }
-            playing_from = next((steps for _, _, steps, playing in clocks["with"].records if playing), None)
+            for side, clock in clocks.items():
+                fps, seconds = window_speed(clock, 0)
+                whole[side].append(fps)
+                whole_cpu[side].append(seconds)
+            viewer = clocks["with"]
+            viewer_load.append(viewer.viewer_cpu / (viewer.records[-1][0] - viewer.records[0][0]))
+            line = (
+                f"repeat {index + 1}/{args.repeats}: whole-run fps without {whole['without'][-1]:.0f}, "
+                f"with {whole['with'][-1]:.0f}; viewer used {viewer.viewer_cpu:.1f} CPU s"
+            )
+            playing_from = next((steps for _, _, steps, playing in viewer.records if playing), None)
             if playing_from is None or playing_from >= args.timesteps:
-                print(f"repeat {index + 1}: the viewer never played during training; use more --timesteps")
+                print(line + "; the viewer never played during training (it was still starting)", flush=True)
                 continue
-            rewrites.append(len(clocks["with"].file_versions))
             for side, clock in clocks.items():
                 fps, seconds = window_speed(clock, playing_from)
                 speeds[side].append(fps)
                 cpu[side].append(seconds)
             print(
-                f"repeat {index + 1}/{args.repeats}: viewer playing from step {playing_from}; steady-state fps "
-                f"without {speeds['without'][-1]:.0f}, with {speeds['with'][-1]:.0f}; {rewrites[-1]} versions of the file seen",
+                line + f"; playing from step {playing_from}: steady-state fps without {speeds['without'][-1]:.0f}, "
+                f"with {speeds['with'][-1]:.0f}; {len(viewer.file_versions)} versions of the file seen",
                 flush=True,
             )
-    if not speeds["with"]:
-        raise SystemExit("no repeat had the viewer playing: nothing measured")
-    without, with_view = statistics.median(speeds["without"]), statistics.median(speeds["with"])
-    cpu_without, cpu_with = statistics.median(cpu["without"]), statistics.median(cpu["with"])
+
+    def summary(values: dict[str, list[float]]) -> str:
+        """Medians of each side and the median of the per-repeat overheads (each repeat is a back-to-back pair)."""
+        without, with_view = statistics.median(values["without"]), statistics.median(values["with"])
+        pairs = [100.0 * (1.0 - on / off) for off, on in zip(values["without"], values["with"])]
+        return (
+            f"{without:.0f} without, {with_view:.0f} with; overhead per pair "
+            f"{', '.join(f'{value:+.1f}%' for value in pairs)}: median {statistics.median(pairs):+.1f}%"
+        )
+
     print(
-        f"\nenv {args.env}, {args.timesteps} steps per run, {len(speeds['with'])} measured runs per side, "
-        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, viewer niceness {args.niceness}"
+        f"\nenv {args.env}, {args.timesteps} steps per run, {args.repeats} runs per side, {os.cpu_count()} CPUs, "
+        f"load average {os.getloadavg()[0]:.1f}, viewer niceness {args.niceness}, "
+        f"idle scheduling {not args.no_idle_scheduling}, fps cap {args.live_view_fps:g}"
     )
+    print(f"median whole-run fps (viewer start-up included): {summary(whole)}")
     print(
-        f"median steady-state fps without live view: {without:8.1f}  (runs: {', '.join(f'{v:.0f}' for v in speeds['without'])})"
+        f"training-process CPU seconds per run: median {statistics.median(whole_cpu['without']):.2f} without, "
+        f"{statistics.median(whole_cpu['with']):.2f} with"
     )
-    print(
-        f"median steady-state fps with live view:    {with_view:8.1f}  (runs: {', '.join(f'{v:.0f}' for v in speeds['with'])})"
-    )
-    print(f"overhead (fps): {100.0 * (without - with_view) / without:+.1f}%")
-    print(
-        f"training-process CPU seconds in the window: {cpu_without:.2f} without, {cpu_with:.2f} with "
-        f"({100.0 * (cpu_with / cpu_without - 1.0):+.1f}%)"
-    )
+    print(f"viewer process CPU: median {statistics.median(viewer_load):.2f} CPU s per second of training")
+    if speeds["with"]:
+        print(f"median steady-state fps (viewer playing):       {summary(speeds)}")
+        cpu_without, cpu_with = statistics.median(cpu["without"]), statistics.median(cpu["with"])
+        print(
+            f"training-process CPU seconds in that window: {cpu_without:.2f} without, {cpu_with:.2f} with "
+            f"({100.0 * (cpu_with / cpu_without - 1.0):+.1f}%)"
+        )
+    else:
+        print("steady state: the viewer never played during training in any run (starved at its priority)")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import csv
 import glob
+import importlib.util
 import os
 import sys
 import threading
@@ -41,7 +42,10 @@ from sb3_ppo_ext.callbacks._common import StepSchedule, atomic_write, next_multi
 from sb3_ppo_ext.callbacks.live_view import resolve_mode
 from sb3_ppo_ext.callbacks.plot import moving_average
 
-pytest.importorskip("pygame", reason="classic-control rendering (CartPole, Pendulum) needs pygame")
+#: Tests that render CartPole / Pendulum frames (gymnasium's classic-control renderer needs pygame).
+needs_rendering = pytest.mark.skipif(
+    importlib.util.find_spec("pygame") is None, reason="classic-control rendering needs pygame (gymnasium[classic-control])"
+)
 th.set_num_threads(1)
 TINY = {"net_arch": [16]}
 
@@ -212,6 +216,7 @@ class RecordObservations(gym.ObservationWrapper):
         return observation
 
 
+@needs_rendering
 def test_video_has_one_frame_per_step_and_uses_frozen_training_normalisation(tmp_path, monkeypatch):
     env = _normalized_env("Pendulum-v1")
     model = _ppo(env)
@@ -239,6 +244,7 @@ def test_video_has_one_frame_per_step_and_uses_frozen_training_normalisation(tmp
     np.testing.assert_allclose(np.array(seen_by_policy), env.normalize_obs(raw_acting), rtol=1e-6)
 
 
+@needs_rendering
 def test_video_callback_records_during_training_with_step_in_name(tmp_path):
     model = _ppo(make_vec_env("CartPole-v1", n_envs=2, seed=0))
     callback = VideoRecorderCallback("CartPole-v1", video_freq=128, video_folder=str(tmp_path), max_steps=5)
@@ -248,6 +254,9 @@ def test_video_callback_records_during_training_with_step_in_name(tmp_path):
 
 
 def test_video_bad_inputs(tmp_path, monkeypatch):
+    (tmp_path / "a_file").write_text("not a folder")
+    with pytest.raises(ValueError, match="video_folder must be a folder that can be written"):
+        VideoRecorderCallback("CartPole-v1", video_freq=10, video_folder=str(tmp_path / "a_file" / "videos"))
     with pytest.raises(ValueError, match="video_freq must be >= 1, got 0"):
         VideoRecorderCallback("CartPole-v1", video_freq=0, video_folder=str(tmp_path))
     with pytest.raises(ValueError, match="env must render in 'rgb_array' mode"):
@@ -332,8 +341,10 @@ def test_learning_curve_png_with_returns_success_and_adaptive_kl(tmp_path):
     returns = np.array(callback.episode_returns.values)
     assert returns.max() <= 20 and np.all(returns == np.round(returns))  # raw CartPole returns, not normalised ones
     assert set(callback.successes.values) <= {0.0, 1.0}
-    assert callback.train_curves["train/kl_coef"].values[-1] == model.kl_coef  # one point per update, last included
-    assert len(callback.train_curves["train/kl"]) == 256 // 64
+    updates = 256 // 64  # one point per update, the last one (read when training ends) included
+    assert callback.train_curves["train/kl"].steps == [64, 128, 192, 256]
+    assert len(callback.train_curves["train/kl_coef"]) == len(callback.train_curves["train/learning_rate"]) == updates
+    assert callback.train_curves["train/kl_coef"].values[0] == 1.0  # the beta of the first update: kl_coef's default
 
 
 def test_learning_curve_with_sb3_ppo_plots_only_the_learning_rate(tmp_path):
@@ -347,6 +358,9 @@ def test_learning_curve_with_sb3_ppo_plots_only_the_learning_rate(tmp_path):
 def test_learning_curve_bad_inputs(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="plot_freq must be >= 1, got -1"):
         LearningCurveCallback(plot_freq=-1, plot_path=str(tmp_path / "c.png"))
+    (tmp_path / "a_file").write_text("not a folder")
+    with pytest.raises(ValueError, match="plot_path's folder must be a folder that can be written"):
+        LearningCurveCallback(plot_freq=10, plot_path=str(tmp_path / "a_file" / "c.png"))
     with pytest.raises(ValueError, match="plot_path must be a path ending in .png"):
         LearningCurveCallback(plot_freq=10, plot_path=str(tmp_path / "c.jpg"))
     _hide_module(monkeypatch, "matplotlib")
@@ -366,12 +380,13 @@ class KeepProcess(BaseCallback):
 
     def __init__(self, live: LiveViewCallback):
         super().__init__()
-        self.live, self.process, self.niceness = live, None, None
+        self.live, self.process, self.niceness, self.policy = live, None, None, None
 
     def _on_step(self) -> bool:
         if self.process is None and self.live.process is not None:
             self.process = self.live.process
             self.niceness = os.getpriority(os.PRIO_PROCESS, self.process.pid) - os.getpriority(os.PRIO_PROCESS, 0)
+            self.policy = os.sched_getscheduler(self.process.pid) if hasattr(os, "sched_getscheduler") else None
         return True
 
 
@@ -387,6 +402,7 @@ class RaiseWhenViewerPlays(BaseCallback):
         raise RuntimeError("simulated failure during training")
 
 
+@needs_rendering
 def test_live_view_refreshes_a_gif_and_stops_when_training_ends(tmp_path):
     path = str(tmp_path / "live.gif")
     env = _normalized_env()
@@ -397,12 +413,14 @@ def test_live_view_refreshes_a_gif_and_stops_when_training_ends(tmp_path):
     model = _ppo(env)
     model.learn(192, callback=[live, keep, WaitForFile(path, step=64)])
     assert keep.niceness == 3 or os.getpriority(os.PRIO_PROCESS, 0) + 3 > 19
+    assert keep.policy == getattr(os, "SCHED_IDLE", None)
     assert live.process is None and not keep.process.is_alive() and keep.process.exitcode == 0
     assert not _live_threads()
     frames = imageio.v3.imread(path, index=None)
     assert 1 <= frames.shape[0] <= 20 and frames.shape[1:] == (200, 300, 3)  # 400 x 600 downsampled by 2
 
 
+@needs_rendering
 def test_live_view_stops_when_training_fails(tmp_path):
     live = LiveViewCallback("CartPole-v1", mode="file", output_path=str(tmp_path / "live.mp4"), niceness=0, stop_timeout=30)
     keep = KeepProcess(live)
@@ -434,6 +452,9 @@ def test_live_view_bad_inputs(tmp_path, monkeypatch):
         LiveViewCallback("CartPole-v1", mode="file", output_path=str(tmp_path / "v.avi"))
     with pytest.raises(ValueError, match="env must be an env id string"):
         LiveViewCallback(gym.make("CartPole-v1"), output_path=str(tmp_path / "v.gif"))
+    (tmp_path / "a_file").write_text("not a folder")
+    with pytest.raises(ValueError, match="output_path's folder must be a folder that can be written"):
+        LiveViewCallback("CartPole-v1", mode="file", output_path=str(tmp_path / "a_file" / "v.gif"))
     with pytest.raises(ValueError, match="niceness must be <= 19"):
         LiveViewCallback("CartPole-v1", niceness=40, output_path=str(tmp_path / "v.gif"))
     live = LiveViewCallback("CallbackTestNoRender-v0", mode="file", output_path=str(tmp_path / "v.gif"))
@@ -450,6 +471,7 @@ def test_live_view_bad_inputs(tmp_path, monkeypatch):
 # --------------------------------------------------------------------- all together
 
 
+@needs_rendering
 def test_all_callbacks_together_with_progress_bar_csv_and_tensorboard(tmp_path):
     pytest.importorskip("tensorboard")
     env = VecNormalize(make_vec_env("Pendulum-v1", n_envs=2, seed=0))

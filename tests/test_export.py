@@ -124,6 +124,9 @@ def test_bad_export_inputs(tmp_path):
         export_onnx(model, str(tmp_path / "p.onnx"), vecnormalize=42)
     with pytest.raises(ValueError, match="path"):
         export_onnx(model, str(tmp_path / "no_such_dir" / "p.onnx"))
+    (tmp_path / "a_file").write_text("not a folder")
+    with pytest.raises(ValueError, match="output_dir must be a folder that can be written"):
+        ExportPolicyCallback(str(tmp_path / "a_file" / "export"))
     with pytest.raises(ValueError, match="formats"):
         ExportPolicyCallback(str(tmp_path), formats="onnx,tflite")
     with pytest.raises(ValueError, match="formats"):

@@ -46,8 +46,8 @@ def resolve_mode(mode: str) -> str:
 class LiveViewCallback(BaseCallback):
     """Watch the policy learn: a background process plays the latest weights on its own copy of the environment.
 
-    Like a render thread next to the trainer, but in a separate process at lower priority (``os.nice``) with a
-    frame-rate cap, so that training keeps its speed (see ``benchmarks/bench_live_view.py``). The process shows the
+    Like a render thread next to the trainer, but in a separate process at lower priority (``os.nice`` and, on
+    Linux, ``SCHED_IDLE``) with a frame-rate cap, so that training keeps its speed (see ``benchmarks/bench_live_view.py``). The process shows the
     env in its window (``human`` mode) where a display exists; headless, it renders ``rgb_array`` frames and rewrites
     ``output_path`` (GIF or MP4, replaced atomically) at the end of every episode it plays, so an image viewer or a
     browser that reloads the file shows the policy as it improves.
@@ -67,6 +67,9 @@ class LiveViewCallback(BaseCallback):
     :param fps: frame-rate cap of the viewer (steps per second), > 0.
     :param sync_interval: minimum seconds between two weight transfers, >= 0.
     :param niceness: ``os.nice`` increment of the viewer process (0..19; higher is lower priority).
+    :param idle_scheduling: on Linux, also run the viewer under the ``SCHED_IDLE`` policy, so that it only gets CPU
+        time that nothing else wants. Niceness alone is not enough where the kernel groups processes by session
+        (autogroup): the viewer's share then comes out of the training process's own share.
     :param max_episode_steps: episode step limit in the viewer, >= 1.
     :param max_frames: at most this many frames per written file (an episode longer than that is cut), >= 1.
     :param downsample: keep every ``downsample``-th pixel row and column of written frames (1: full size), >= 1.
@@ -86,6 +89,7 @@ class LiveViewCallback(BaseCallback):
         fps: float = 15.0,
         sync_interval: float = 2.0,
         niceness: int = 10,
+        idle_scheduling: bool = True,
         max_episode_steps: int = 1000,
         max_frames: int = 300,
         downsample: int = 2,
@@ -111,6 +115,7 @@ class LiveViewCallback(BaseCallback):
         self.niceness = check_int("niceness", niceness, minimum=0)
         if self.niceness > 19:
             raise ValueError(f"niceness must be <= 19, got {niceness!r}")
+        self.idle_scheduling = bool(idle_scheduling)
         self.max_episode_steps = check_int("max_episode_steps", max_episode_steps, minimum=1)
         self.max_frames = check_int("max_frames", max_frames, minimum=1)
         self.downsample = check_int("downsample", downsample, minimum=1)
@@ -198,7 +203,7 @@ class LiveViewCallback(BaseCallback):
         )
         self.process.start()
         # Lower its priority from here at once, so that its start-up imports already run at low priority.
-        _lower_priority(self.process.pid, self.niceness)
+        _lower_priority(self.process.pid, self.niceness, self.idle_scheduling)
         self._warned_dead = False
 
     def _sync(self, force: bool = False) -> None:
@@ -260,13 +265,16 @@ class LiveViewCallback(BaseCallback):
         self.close()
 
 
-def _lower_priority(pid: int | None, niceness: int) -> None:
-    """Give process ``pid`` the niceness of this process plus ``niceness`` (capped at 19), where the OS allows it."""
+def _lower_priority(pid: int | None, niceness: int, idle_scheduling: bool) -> None:
+    """Give process ``pid`` the niceness of this process plus ``niceness`` (capped at 19) and, with
+    ``idle_scheduling`` on Linux, the ``SCHED_IDLE`` policy, where the OS allows it."""
     if pid is None or not hasattr(os, "setpriority"):
         return
     try:
         target = min(19, os.getpriority(os.PRIO_PROCESS, 0) + niceness)
         os.setpriority(os.PRIO_PROCESS, pid, max(target, os.getpriority(os.PRIO_PROCESS, pid)))
+        if idle_scheduling and hasattr(os, "SCHED_IDLE"):
+            os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
     except OSError:  # the child already exited, or the platform refuses: it lowers itself when it starts
         pass
 
