@@ -14,6 +14,8 @@ two state queries plus one contact query per agent step.
 from __future__ import annotations
 
 import math
+import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -291,6 +293,9 @@ class RocketLanderEnv(gym.Env):
 
     # ------------------------------------------------------------------ scene
     def _build_world(self) -> None:
+        if self.render_mode == "human" and sys.platform.startswith("linux") and not os.environ.get("DISPLAY"):
+            # PyBullet's GUI connect waits forever without an X display; fail fast instead.
+            raise RuntimeError("render_mode='human' needs a display (DISPLAY is not set); use 'rgb_array'")
         client = BulletClient(self.render_mode)
         self._client = client
         if client.is_gui:

@@ -498,3 +498,46 @@ def test_all_callbacks_together_with_progress_bar_csv_and_tensorboard(tmp_path):
         rows = list(csv.DictReader(handle))
     assert len(rows) == 256 // 64 and {"train/kl", "train/kl_coef", "normalization/frozen_at_step"} <= set(rows[0])
     assert glob.glob(str(tmp_path / "log" / "events.out.tfevents.*"))
+
+
+def test_zoo_yaml_callback_entries_build_every_callback(tmp_path):
+    """rl-zoo3 builds `module.ClassName(**kwargs)` from the YAML `callback:` list: plain values must be enough."""
+    yaml = pytest.importorskip("yaml")
+    zoo_utils = pytest.importorskip("rl_zoo3.utils")
+    config = yaml.safe_load(
+        f"""
+        callback:
+          - sb3_ppo_ext.callbacks.RotatingCheckpointCallback:
+              save_freq: 64
+              save_path: {tmp_path}/checkpoints
+              keep_last: 2
+          - sb3_ppo_ext.callbacks.VideoRecorderCallback:
+              env: Pendulum-v1
+              env_kwargs: {{g: 9.81}}
+              video_freq: 128
+              video_folder: {tmp_path}/videos
+              gif: true
+          - sb3_ppo_ext.callbacks.LiveViewCallback:
+              env: Pendulum-v1
+              mode: file
+              output_path: {tmp_path}/live.gif
+          - sb3_ppo_ext.callbacks.LearningCurveCallback:
+              plot_freq: 64
+              plot_path: {tmp_path}/curve.png
+          - sb3_ppo_ext.callbacks.FreezeNormalizationCallback:
+              freeze_after_steps: 128
+          - sb3_ppo_ext.callbacks.ExportPolicyCallback:
+              output_dir: {tmp_path}/export
+              formats: onnx,torchscript
+        """
+    )
+    callbacks = zoo_utils.get_callback_list(config)
+    assert [type(callback).__name__ for callback in callbacks] == [
+        "RotatingCheckpointCallback",
+        "VideoRecorderCallback",
+        "LiveViewCallback",
+        "LearningCurveCallback",
+        "FreezeNormalizationCallback",
+        "ExportPolicyCallback",
+    ]
+    assert callbacks[1].env_kwargs == {"g": 9.81} and callbacks[5].formats == ["onnx", "torchscript"]

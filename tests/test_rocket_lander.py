@@ -372,3 +372,9 @@ def test_many_make_close_cycles_leak_nothing() -> None:
         assert client_id < 4  # ids are reused: nothing stays connected
     # ru_maxrss is in KiB on Linux; 1000 leaked scenes would be far more than 50 MiB.
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - baseline < 50_000
+
+
+def test_human_mode_without_display_fails_fast(monkeypatch) -> None:
+    monkeypatch.delenv("DISPLAY", raising=False)
+    with pytest.raises(RuntimeError, match="display"):
+        RocketLanderEnv(render_mode="human")

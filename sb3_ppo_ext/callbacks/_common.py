@@ -21,6 +21,7 @@ OPTIONAL_DEPENDENCIES = {
     "imageio": "sb3-ppo-ext[video]",
     "imageio_ffmpeg": "sb3-ppo-ext[video]",
     "matplotlib": "sb3-ppo-ext[video]",
+    "PIL": "sb3-ppo-ext[video]",
     "onnx": "sb3-ppo-ext[export]",
     "onnxruntime": "sb3-ppo-ext[export]",
 }
@@ -237,8 +238,3 @@ class StepSchedule:
 def next_multiple(value: int, frequency: int) -> int:
     """The smallest multiple of ``frequency`` strictly greater than ``value``."""
     return (value // frequency + 1) * frequency
-
-
-def as_float_array(observation: Any) -> np.ndarray:
-    """An observation as a float32 array with a leading batch axis of one."""
-    return np.asarray(observation, dtype=np.float32)[None]
