@@ -10,7 +10,6 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 import gymnasium as gym
-import numpy as np
 from gymnasium.envs.registration import load_env_creator
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize, unwrap_vec_normalize
 
