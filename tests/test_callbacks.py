@@ -154,6 +154,12 @@ def test_rotating_checkpoints_keep_the_newest_and_resume_where_training_stopped(
     for saved, restored in zip(model.policy.state_dict().values(), resumed.policy.state_dict().values()):
         th.testing.assert_close(saved, restored)
 
+    already_normalized = VecNormalize(make_vec_env("Pendulum-v1", n_envs=1, seed=1))
+    into_existing = resume_from_checkpoint(folder, already_normalized)
+    assert into_existing.get_vec_normalize_env() is already_normalized  # no second VecNormalize on top
+    np.testing.assert_array_equal(already_normalized.obs_rms.var, env.obs_rms.var)
+    assert already_normalized.ret_rms.count == env.ret_rms.count
+
     total = 384
     resumed.learn(remaining_timesteps(resumed, total), callback=callback, reset_num_timesteps=False)
     assert resumed.num_timesteps == total

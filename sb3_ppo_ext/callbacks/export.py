@@ -65,7 +65,8 @@ class DeterministicPolicy(th.nn.Module):
         self.mode = _MODES[type(policy.action_dist)]
         self.normalize = obs_mean is not None
         if obs_mean is not None:
-            assert obs_var is not None
+            if obs_var is None:
+                raise ValueError("obs_var must be given with obs_mean, got None")
             self.register_buffer("obs_mean", th.as_tensor(obs_mean, dtype=th.float32))
             self.register_buffer("obs_std", th.sqrt(th.as_tensor(obs_var, dtype=th.float64) + epsilon).float())
         self.clip_obs = float(clip_obs)

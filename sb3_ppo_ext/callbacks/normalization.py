@@ -44,9 +44,8 @@ class FreezeNormalizationCallback(BaseCallback):
         return True
 
     def _freeze_if_due(self) -> None:
-        if self.frozen_at_step is not None or self.num_timesteps < self.freeze_after_steps:
+        if self.frozen_at_step is not None or self.vec_normalize is None or self.num_timesteps < self.freeze_after_steps:
             return
-        assert self.vec_normalize is not None
         self.vec_normalize.training = False
         self.frozen_at_step = self.num_timesteps
         self.logger.record("normalization/frozen_at_step", self.num_timesteps)

@@ -113,7 +113,8 @@ class VideoRecorderCallback(BaseCallback):
 
     def record(self) -> list[str]:
         """Record ``n_episodes`` now and write the files named after the current step count; return their paths."""
-        assert self.env is not None, "record() needs the callback to be initialised by learn()"
+        if self.env is None:
+            raise RuntimeError("record() needs the callback initialised: pass it to learn() or call init_callback(model)")
         normalize = observation_normalizer(self.training_env)
 
         def act(observation: Any) -> np.ndarray:
