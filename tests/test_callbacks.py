@@ -39,7 +39,7 @@ from sb3_ppo_ext.callbacks import (
     resume_from_checkpoint,
 )
 from sb3_ppo_ext.callbacks._common import StepSchedule, atomic_write, next_multiple
-from sb3_ppo_ext.callbacks.live_view import resolve_mode
+from sb3_ppo_ext.callbacks.live_view import _normalization_state, _normalize, resolve_mode
 from sb3_ppo_ext.callbacks.plot import moving_average
 
 #: Tests that render CartPole / Pendulum frames (gymnasium's classic-control renderer needs pygame).
@@ -447,6 +447,18 @@ def test_live_view_still_starting_is_terminated_at_once_when_training_ends(tmp_p
     _ppo(make_vec_env("CartPole-v1")).learn(64, callback=[live, keep])
     assert time.monotonic() - started < 10  # no waiting for a viewer that has not started playing
     assert not keep.process.is_alive() and not _live_threads()
+
+
+def test_live_view_normalises_like_the_training_vecnormalize_without_updating_it():
+    env = _normalized_env("Pendulum-v1")
+    _ppo(env).learn(64)
+    count = env.obs_rms.count
+    state = _normalization_state(env)
+    raw = np.random.default_rng(0).normal(size=3).astype(np.float32) * 20.0
+    np.testing.assert_allclose(_normalize(raw, state), env.normalize_obs(raw), rtol=1e-6)
+    assert env.obs_rms.count == count and state[0] is not env.obs_rms.mean  # a copy travels, not the live array
+    assert _normalization_state(make_vec_env("Pendulum-v1")) is None
+    np.testing.assert_array_equal(_normalize(raw, None), raw)
 
 
 def test_live_view_bad_inputs(tmp_path, monkeypatch):
