@@ -40,8 +40,12 @@ def raw_physics_cycles_per_second(cycles: int) -> float:
     env = RocketLanderEnv()
     env.reset(seed=0)
     client, rocket = env._client, env._rocket
-    step, pose, velocity, contacts = (client.stepSimulation, client.getBasePositionAndOrientation,
-                                      client.getBaseVelocity, client.getContactPoints)
+    step, pose, velocity, contacts = (
+        client.stepSimulation,
+        client.getBasePositionAndOrientation,
+        client.getBaseVelocity,
+        client.getContactPoints,
+    )
     start = time.perf_counter()
     for index in range(cycles):
         if index % 300 == 0:  # keep the rocket in the air so that the loop measures flight
@@ -69,8 +73,10 @@ def main() -> None:
     frame_skip = RocketLanderEnv().frame_skip
     physics = raw_physics_cycles_per_second(arguments.steps)
     print(f"{env_id}: {rate:,.0f} env steps/s with random actions ({episodes} episodes in {arguments.steps} steps)")
-    print(f"raw physics (stepSimulation + 3 queries): {physics:,.0f} cycles/s; frame skip {frame_skip} means at most "
-          f"{physics / frame_skip:,.0f} env steps/s from physics alone")
+    print(
+        f"raw physics (stepSimulation + 3 queries): {physics:,.0f} cycles/s; frame skip {frame_skip} means at most "
+        f"{physics / frame_skip:,.0f} env steps/s from physics alone"
+    )
 
 
 if __name__ == "__main__":

@@ -42,17 +42,24 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--total-timesteps", type=int, default=3_000_000)
     parser.add_argument("--n-envs", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--run-dir", type=Path, default=Path("runs/rocket_lander"),
-                        help="checkpoints (run-dir/checkpoints) and the monitor log go here")
+    parser.add_argument(
+        "--run-dir",
+        type=Path,
+        default=Path("runs/rocket_lander"),
+        help="checkpoints (run-dir/checkpoints) and the monitor log go here",
+    )
     parser.add_argument("--checkpoint-freq", type=int, default=100_000, help="in total env steps")
     parser.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in run-dir")
     parser.add_argument("--eval-episodes", type=int, default=100)
     parser.add_argument("--curve-csv", type=Path, default=Path("docs/rocket_lander_results.csv"))
     parser.add_argument("--curve-png", type=Path, default=Path("docs/rocket_lander_curve.png"))
-    parser.add_argument("--algo", choices=["sb3_ppo_ext", "sb3"], default="sb3_ppo_ext",
-                        help="sb3_ppo_ext.PPO (default) or stable_baselines3.PPO")
-    parser.add_argument("--hyperparameters", type=json.loads, default={},
-                        help="JSON dict overriding DEFAULT_HYPERPARAMETERS")
+    parser.add_argument(
+        "--algo",
+        choices=["sb3_ppo_ext", "sb3"],
+        default="sb3_ppo_ext",
+        help="sb3_ppo_ext.PPO (default) or stable_baselines3.PPO",
+    )
+    parser.add_argument("--hyperparameters", type=json.loads, default={}, help="JSON dict overriding DEFAULT_HYPERPARAMETERS")
     return parser.parse_args(argv)
 
 
@@ -74,8 +81,9 @@ def read_curve(path: Path) -> list[tuple[int, float, float]]:
     if not path.exists():
         return []
     with path.open() as handle:
-        return [(int(row["timesteps"]), float(row["mean_return"]), float(row["success_rate"]))
-                for row in csv.DictReader(handle)]
+        return [
+            (int(row["timesteps"]), float(row["mean_return"]), float(row["success_rate"])) for row in csv.DictReader(handle)
+        ]
 
 
 def plot_curve(rows: list[tuple[int, float, float]], path: Path, title: str) -> None:
@@ -157,10 +165,11 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(1)
-    import sb3_ppo_ext  # noqa: F401  (registers the envs)
     from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+    import sb3_ppo_ext  # noqa: F401  (registers the envs)
 
     if arguments.algo == "sb3":
         from stable_baselines3 import PPO
@@ -169,8 +178,13 @@ def main(argv: list[str] | None = None) -> int:
 
     checkpoint_dir = arguments.run_dir / "checkpoints"
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    env = make_vec_env(arguments.env_id, n_envs=arguments.n_envs, seed=arguments.seed, vec_env_cls=DummyVecEnv,
-                       monitor_dir=str(arguments.run_dir / "monitor"))
+    env = make_vec_env(
+        arguments.env_id,
+        n_envs=arguments.n_envs,
+        seed=arguments.seed,
+        vec_env_cls=DummyVecEnv,
+        monitor_dir=str(arguments.run_dir / "monitor"),
+    )
     found = latest_checkpoint(checkpoint_dir) if arguments.resume else None
     if found is not None:
         model_path, normalize_path, steps = found
@@ -184,11 +198,17 @@ def main(argv: list[str] | None = None) -> int:
         hyperparameters = {**DEFAULT_HYPERPARAMETERS, **arguments.hyperparameters}
         model = PPO("MlpPolicy", env, seed=arguments.seed, device="cpu", verbose=0, **hyperparameters)
     remaining = arguments.total_timesteps - model.num_timesteps
-    callbacks = CallbackList([
-        CheckpointCallback(max(arguments.checkpoint_freq // arguments.n_envs, 1), str(checkpoint_dir),
-                           name_prefix="rocket", save_vecnormalize=True),
-        make_curve_callback(arguments.curve_csv),
-    ])
+    callbacks = CallbackList(
+        [
+            CheckpointCallback(
+                max(arguments.checkpoint_freq // arguments.n_envs, 1),
+                str(checkpoint_dir),
+                name_prefix="rocket",
+                save_vecnormalize=True,
+            ),
+            make_curve_callback(arguments.curve_csv),
+        ]
+    )
     if remaining > 0:
         model.learn(remaining, callback=callbacks, reset_num_timesteps=found is None)
     final_model = checkpoint_dir / f"rocket_{model.num_timesteps}_steps.zip"
@@ -198,10 +218,14 @@ def main(argv: list[str] | None = None) -> int:
     rows = read_curve(arguments.curve_csv)
     if rows:
         plot_curve(rows, arguments.curve_png, f"PPO on {arguments.env_id}")
-    success_rate, mean_return = evaluate(model, arguments.env_id, final_normalize, arguments.eval_episodes,
-                                         seed=arguments.seed + 10_000)
-    print(f"final evaluation over {arguments.eval_episodes} episodes: success rate {success_rate:.3f}, "
-          f"mean return {mean_return:.1f} (timesteps {model.num_timesteps})", flush=True)
+    success_rate, mean_return = evaluate(
+        model, arguments.env_id, final_normalize, arguments.eval_episodes, seed=arguments.seed + 10_000
+    )
+    print(
+        f"final evaluation over {arguments.eval_episodes} episodes: success rate {success_rate:.3f}, "
+        f"mean return {mean_return:.1f} (timesteps {model.num_timesteps})",
+        flush=True,
+    )
     env.close()
     return 0
 

@@ -17,13 +17,12 @@ import math
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
 import pybullet
 from gymnasium import spaces
-
 from sb3_ppo_ext.envs._bullet import BulletClient, check_action, render_camera
 
 STANDARD_GRAVITY = 9.81  # m/s^2, also g0 in the rocket equation
@@ -56,7 +55,8 @@ DISCRETE_ACTIONS = 7
 class RewardWeights:
     """Weights of the named reward terms (see ``docs/rocket_lander.md``).
 
-    :param distance: potential weight per metre of distance to the landing point.
+    :param distance: potential weight per metre of lateral distance plus height above the landing point (the
+        two add, so that lateral errors pull as hard as height does even high up).
     :param speed: potential weight per m/s of speed.
     :param tilt: potential weight per radian of tilt from vertical.
     :param spin: potential weight per rad/s of angular speed.
@@ -179,7 +179,7 @@ class RocketLanderEnv(gym.Env):
     :param bounds: lateral and vertical distance from the landing point beyond which the episode ends (m).
     """
 
-    metadata = {"render_modes": ["human", "rgb_array"], "render_fps": 20}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["human", "rgb_array"], "render_fps": 20}
 
     def __init__(
         self,
@@ -217,32 +217,63 @@ class RocketLanderEnv(gym.Env):
         crash_tilt: float = math.radians(60.0),
         bounds: tuple[float, float] = (50.0, 100.0),
     ) -> None:
-        _require(render_mode is None or render_mode in self.metadata["render_modes"], "render_mode", render_mode,
-                 f"must be None or one of {self.metadata['render_modes']}")
+        _require(
+            render_mode is None or render_mode in self.metadata["render_modes"],
+            "render_mode",
+            render_mode,
+            f"must be None or one of {self.metadata['render_modes']}",
+        )
         _require(physics_time_step > 0, "physics_time_step", physics_time_step, "must be > 0")
         _require(isinstance(frame_skip, int) and frame_skip >= 1, "frame_skip", frame_skip, "must be an int >= 1")
-        _require(dry_mass > LEG_MASS * N_LEGS + ENGINE_MASS, "dry_mass", dry_mass,
-                 f"must exceed the legs and engine ({LEG_MASS * N_LEGS + ENGINE_MASS} kg)")
+        _require(
+            dry_mass > LEG_MASS * N_LEGS + ENGINE_MASS,
+            "dry_mass",
+            dry_mass,
+            f"must exceed the legs and engine ({LEG_MASS * N_LEGS + ENGINE_MASS} kg)",
+        )
         _require(fuel_mass > 0, "fuel_mass", fuel_mass, "must be > 0")
         _require(thrust_to_weight > 0, "thrust_to_weight", thrust_to_weight, "must be > 0")
         _require(0.0 < min_throttle <= 1.0, "min_throttle", min_throttle, "must be in (0, 1]")
         _require(specific_impulse > 0, "specific_impulse", specific_impulse, "must be > 0")
         _require(0.0 <= gimbal_limit < math.pi / 4, "gimbal_limit", gimbal_limit, "must be in [0, pi/4)")
-        for name, value in (("gimbal_rate", gimbal_rate), ("throttle_rate", throttle_rate),
-                            ("success_hold_time", success_hold_time), ("deck_period", deck_period),
-                            ("wind_time_constant", wind_time_constant), ("deck_half_size", deck_half_size)):
+        for name, value in (
+            ("gimbal_rate", gimbal_rate),
+            ("throttle_rate", throttle_rate),
+            ("success_hold_time", success_hold_time),
+            ("deck_period", deck_period),
+            ("wind_time_constant", wind_time_constant),
+            ("deck_half_size", deck_half_size),
+        ):
             _require(value > 0, name, value, "must be > 0")
-        for name, value in (("rcs_force", rcs_force), ("rcs_roll_torque", rcs_roll_torque),
-                            ("start_offset", start_offset), ("start_lateral_speed", start_lateral_speed),
-                            ("start_tilt", start_tilt), ("start_spin", start_spin), ("wind_speed", wind_speed),
-                            ("deck_motion", deck_motion)):
+        for name, value in (
+            ("rcs_force", rcs_force),
+            ("rcs_roll_torque", rcs_roll_torque),
+            ("start_offset", start_offset),
+            ("start_lateral_speed", start_lateral_speed),
+            ("start_tilt", start_tilt),
+            ("start_spin", start_spin),
+            ("wind_speed", wind_speed),
+            ("deck_motion", deck_motion),
+        ):
             _require(value >= 0, name, value, "must be >= 0")
-        _require(len(start_altitude) == 2 and 0 < start_altitude[0] <= start_altitude[1], "start_altitude",
-                 start_altitude, "must be (low, high) with 0 < low <= high")
-        _require(len(start_vertical_speed) == 2 and start_vertical_speed[0] <= start_vertical_speed[1],
-                 "start_vertical_speed", start_vertical_speed, "must be (low, high) with low <= high")
-        _require(len(bounds) == 2 and bounds[0] > start_offset and bounds[1] > start_altitude[1], "bounds", bounds,
-                 "must be (lateral, vertical) beyond the start ranges")
+        _require(
+            len(start_altitude) == 2 and 0 < start_altitude[0] <= start_altitude[1],
+            "start_altitude",
+            start_altitude,
+            "must be (low, high) with 0 < low <= high",
+        )
+        _require(
+            len(start_vertical_speed) == 2 and start_vertical_speed[0] <= start_vertical_speed[1],
+            "start_vertical_speed",
+            start_vertical_speed,
+            "must be (low, high) with low <= high",
+        )
+        _require(
+            len(bounds) == 2 and bounds[0] > start_offset and bounds[1] > start_altitude[1],
+            "bounds",
+            bounds,
+            "must be (lateral, vertical) beyond the start ranges",
+        )
 
         self.render_mode = render_mode
         self.continuous = continuous
@@ -301,12 +332,15 @@ class RocketLanderEnv(gym.Env):
         if client.is_gui:
             client.configureDebugVisualizer(pybullet.COV_ENABLE_GUI, 0)
         client.setGravity(0.0, 0.0, -STANDARD_GRAVITY)
-        client.setPhysicsEngineParameter(fixedTimeStep=self.physics_time_step, numSolverIterations=10,
-                                         numSubSteps=0)
+        client.setPhysicsEngineParameter(fixedTimeStep=self.physics_time_step, numSolverIterations=10, numSubSteps=0)
         sea = client.createCollisionShape(pybullet.GEOM_PLANE)
         # A plane has no visual in PyBullet; draw the sea as a wide flat box.
-        sea_visual = client.createVisualShape(pybullet.GEOM_BOX, halfExtents=[200.0, 200.0, 0.01],
-                                              rgbaColor=[0.1, 0.25, 0.5, 1.0], visualFramePosition=[0, 0, -0.01])
+        sea_visual = client.createVisualShape(
+            pybullet.GEOM_BOX,
+            halfExtents=[200.0, 200.0, 0.01],
+            rgbaColor=[0.1, 0.25, 0.5, 1.0],
+            visualFramePosition=[0, 0, -0.01],
+        )
         self._sea = client.createMultiBody(0.0, sea, sea_visual, [0.0, 0.0, 0.0])
         half = [self.deck_half_size, self.deck_half_size, DECK_TOP / 2]
         deck_shape = client.createCollisionShape(pybullet.GEOM_BOX, halfExtents=half)
@@ -327,17 +361,20 @@ class RocketLanderEnv(gym.Env):
         if self.render_mode is not None:
             # Plume bodies, visual only; the one matching the throttle is placed under the engine.
             for length in (2.0, 4.0, 6.0, 8.0):
-                shape = client.createVisualShape(pybullet.GEOM_CYLINDER, radius=0.5, length=length,
-                                                 rgbaColor=[1.0, 0.55, 0.1, 0.9])
+                shape = client.createVisualShape(
+                    pybullet.GEOM_CYLINDER, radius=0.5, length=length, rgbaColor=[1.0, 0.55, 0.1, 0.9]
+                )
                 self._plumes.append((client.createMultiBody(0.0, -1, shape, [0.0, 0.0, HIDDEN_Z]), length))
 
     def _build_rocket(self, client: BulletClient) -> None:
         body = client.createCollisionShape(pybullet.GEOM_CYLINDER, radius=BODY_RADIUS, height=BODY_LENGTH)
-        body_visual = client.createVisualShape(pybullet.GEOM_CYLINDER, radius=BODY_RADIUS, length=BODY_LENGTH,
-                                               rgbaColor=[0.95, 0.95, 0.95, 1.0])
+        body_visual = client.createVisualShape(
+            pybullet.GEOM_CYLINDER, radius=BODY_RADIUS, length=BODY_LENGTH, rgbaColor=[0.95, 0.95, 0.95, 1.0]
+        )
         engine = client.createCollisionShape(pybullet.GEOM_CYLINDER, radius=ENGINE_RADIUS, height=ENGINE_LENGTH)
-        engine_visual = client.createVisualShape(pybullet.GEOM_CYLINDER, radius=ENGINE_RADIUS, length=ENGINE_LENGTH,
-                                                 rgbaColor=[0.2, 0.2, 0.2, 1.0])
+        engine_visual = client.createVisualShape(
+            pybullet.GEOM_CYLINDER, radius=ENGINE_RADIUS, length=ENGINE_LENGTH, rgbaColor=[0.2, 0.2, 0.2, 1.0]
+        )
         foot = client.createCollisionShape(pybullet.GEOM_SPHERE, radius=LEG_FOOT_RADIUS)
         # Visual strut from the body's lower section to the foot, drawn as a thin box in the foot's frame.
         strut_rise = 2.5  # strut top above the body bottom
@@ -345,7 +382,9 @@ class RocketLanderEnv(gym.Env):
         strut_length = math.hypot(strut_dx, strut_dz)
         strut_angle = math.atan2(strut_dx, strut_dz)
         foot_visual = client.createVisualShape(
-            pybullet.GEOM_BOX, halfExtents=[0.08, 0.08, strut_length / 2], rgbaColor=[0.1, 0.1, 0.1, 1.0],
+            pybullet.GEOM_BOX,
+            halfExtents=[0.08, 0.08, strut_length / 2],
+            rgbaColor=[0.1, 0.1, 0.1, 1.0],
             visualFramePosition=[-strut_dx / 2, 0.0, strut_dz / 2],
             visualFrameOrientation=pybullet.getQuaternionFromEuler([0.0, -strut_angle, 0.0]),
         )
@@ -382,8 +421,9 @@ class RocketLanderEnv(gym.Env):
             linkJointAxis=[[0.0, 0.0, 1.0]] * count,
         )
         for link in range(-1, count):
-            client.changeDynamics(self._rocket, link, lateralFriction=1.0, restitution=0.0, linearDamping=0.0,
-                                  angularDamping=0.0)
+            client.changeDynamics(
+                self._rocket, link, lateralFriction=1.0, restitution=0.0, linearDamping=0.0, angularDamping=0.0
+            )
         self._set_base_mass(self.initial_fuel_mass)
 
     def _base_mass(self, fuel_mass: float) -> float:
@@ -454,7 +494,9 @@ class RocketLanderEnv(gym.Env):
         # Refresh the contact points: otherwise those of the last episode's final step would be read.
         client.performCollisionDetection()
         observation, state = self._observe()
-        self._potential = potential(state["distance"], state["speed"], state["tilt"], state["spin"], 0, self.weights)
+        self._potential = potential(
+            state["lateral"] + abs(state["altitude"]), state["speed"], state["tilt"], state["spin"], 0, self.weights
+        )
         self.previous_speed = state["speed"]
         if self.render_mode == "human":
             self.render()
@@ -501,8 +543,11 @@ class RocketLanderEnv(gym.Env):
         if self.wind_speed > 0:
             self._add_wind(force)
         client = self._client
-        apply_force, apply_torque, step_simulation = (client.applyExternalForce, client.applyExternalTorque,
-                                                      client.stepSimulation)
+        apply_force, apply_torque, step_simulation = (
+            client.applyExternalForce,
+            client.applyExternalTorque,
+            client.stepSimulation,
+        )
         rocket, position = self._rocket, self._position
         for substep in range(self.frame_skip):
             if self.deck_motion > 0:
@@ -568,15 +613,20 @@ class RocketLanderEnv(gym.Env):
         """Drive the deck along its sway / heave path through its constraint."""
         phase = self.deck_phase + self.deck_angular_frequency * time
         amplitude, omega = self.deck_motion, self.deck_angular_frequency
-        target = (amplitude * math.sin(phase), 0.5 * amplitude * math.sin(0.7 * phase + 1.0),
-                  DECK_TOP / 2 + 0.2 * amplitude * math.sin(1.3 * phase + 2.0))
+        target = (
+            amplitude * math.sin(phase),
+            0.5 * amplitude * math.sin(0.7 * phase + 1.0),
+            DECK_TOP / 2 + 0.2 * amplitude * math.sin(1.3 * phase + 2.0),
+        )
         self._client.changeConstraint(self._deck_constraint, jointChildPivot=target, maxForce=1.0e9)
         if time == 0.0:
             self._client.resetBasePositionAndOrientation(self._deck, target, [0, 0, 0, 1])
         self._deck_position = (target[0], target[1], target[2] + DECK_TOP / 2)
-        self._deck_velocity = (amplitude * omega * math.cos(phase),
-                               0.35 * amplitude * omega * math.cos(0.7 * phase + 1.0),
-                               0.26 * amplitude * omega * math.cos(1.3 * phase + 2.0))
+        self._deck_velocity = (
+            amplitude * omega * math.cos(phase),
+            0.35 * amplitude * omega * math.cos(0.7 * phase + 1.0),
+            0.26 * amplitude * omega * math.cos(1.3 * phase + 2.0),
+        )
 
     def _observe(self) -> tuple[np.ndarray, dict]:
         client = self._client
@@ -619,10 +669,24 @@ class RocketLanderEnv(gym.Env):
         if not all(math.isfinite(v) for v in values):
             return self._last_observation.copy(), {"finite": False}
         observation = np.array(
-            (dx / 10.0, dy / 10.0, dz / 50.0, vx / 10.0, vy / 10.0, vz / 10.0, *z_axis, *x_axis,
-             spin_x, spin_y, spin_z, *contacts,
-             self.throttle if self.engine_on else 0.0, self.gimbal_x / max(self.gimbal_limit, 1e-9),
-             self.gimbal_y / max(self.gimbal_limit, 1e-9), self.fuel / self.initial_fuel_mass),
+            (
+                dx / 10.0,
+                dy / 10.0,
+                dz / 50.0,
+                vx / 10.0,
+                vy / 10.0,
+                vz / 10.0,
+                *z_axis,
+                *x_axis,
+                spin_x,
+                spin_y,
+                spin_z,
+                *contacts,
+                self.throttle if self.engine_on else 0.0,
+                self.gimbal_x / max(self.gimbal_limit, 1e-9),
+                self.gimbal_y / max(self.gimbal_limit, 1e-9),
+                self.fuel / self.initial_fuel_mass,
+            ),
             dtype=np.float32,
         )
         self._last_observation = observation
@@ -667,16 +731,21 @@ class RocketLanderEnv(gym.Env):
 
         # Shaping: the change of each potential part. A crash step gets none, so that the impact itself (which
         # kills the speed and puts feet down) earns nothing.
-        new_potential = potential(state["distance"], state["speed"], state["tilt"], state["spin"], state["legs"],
-                                  weights)
+        new_potential = potential(
+            state["lateral"] + abs(state["altitude"]), state["speed"], state["tilt"], state["spin"], state["legs"], weights
+        )
         for name, value in new_potential.items():
             terms[name] = 0.0 if crash_reason else value - self._potential[name]
         self._potential = new_potential
 
         landed = False
         if not crash_reason:
-            steady = (state["legs"] == N_LEGS and state["tilt"] < self.success_tilt
-                      and state["speed"] < self.success_speed and state["spin"] < self.success_spin)
+            steady = (
+                state["legs"] == N_LEGS
+                and state["tilt"] < self.success_tilt
+                and state["speed"] < self.success_speed
+                and state["spin"] < self.success_spin
+            )
             self.hold_steps = self.hold_steps + 1 if steady else 0
             landed = self.hold_steps >= self.success_hold_steps
         terms["landing"] = weights.landing if landed else 0.0
@@ -711,15 +780,16 @@ class RocketLanderEnv(gym.Env):
         if self.render_mode == "human":
             self._client.resetDebugVisualizerCamera(distance, 45.0, -15.0, list(target))
             return None
-        return render_camera(self._client, target, distance, yaw=45.0, pitch=-15.0, width=320, height=240,
-                             far=distance + 200.0)
+        return render_camera(
+            self._client, target, distance, yaw=45.0, pitch=-15.0, width=320, height=240, far=distance + 200.0
+        )
 
     def _place_plume(self) -> None:
         thrust_fraction = self.throttle if self.engine_on else 0.0
         chosen = -1
         if thrust_fraction > 0:
             chosen = min(len(self._plumes) - 1, int(thrust_fraction * len(self._plumes)))
-        x_axis, y_axis, z_axis = self._axes
+        _x_axis, _y_axis, z_axis = self._axes
         position = self._position
         _, orientation = self._client.getBasePositionAndOrientation(self._rocket)
         for index, (plume, length) in enumerate(self._plumes):

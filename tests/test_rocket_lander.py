@@ -12,7 +12,6 @@ import resource
 import gymnasium as gym
 import numpy as np
 import pytest
-
 import sb3_ppo_ext.envs  # noqa: F401  (registers the ids)
 from sb3_ppo_ext.envs.rocket_lander import (
     ENGINE_ARM,
@@ -102,7 +101,11 @@ def test_engine_force_keeps_magnitude_and_torque_sign() -> None:
 def test_potential_parts_follow_the_weights() -> None:
     weights = RewardWeights(distance=2.0, speed=3.0, tilt=4.0, spin=5.0, legs=6.0)
     assert potential(1.0, 1.0, 1.0, 1.0, 2, weights) == {
-        "distance": -2.0, "speed": -3.0, "tilt": -4.0, "spin": -5.0, "legs": 12.0
+        "distance": -2.0,
+        "speed": -3.0,
+        "tilt": -4.0,
+        "spin": -5.0,
+        "legs": 12.0,
     }
 
 
@@ -155,7 +158,7 @@ def test_fuel_flow_matches_specific_impulse_and_runs_out() -> None:
     env = engine_test_env(throttle_rate=1000.0, fuel_mass=5.0, start_altitude=(80.0, 80.0), bounds=(50.0, 200.0))
     env.reset(seed=5)
     for _ in range(15):  # 5 kg lasts about 0.5 s (10 steps) at full throttle
-        _, _, terminated, _, info = env.step(FULL_THROTTLE)
+        _, _, terminated, _, _info = env.step(FULL_THROTTLE)
     assert env.fuel == 0.0 and not env.engine_on and not terminated
     velocity = env._velocity[2]
     env.step(FULL_THROTTLE)
@@ -182,12 +185,12 @@ def test_engine_is_lit_at_minimum_throttle_and_cut_at_touchdown() -> None:
 # ---------------------------------------------------------------------------------------------- the task
 def test_scripted_controller_lands_and_random_actions_do_not() -> None:
     env = gym.make("sb3_ppo_ext/RocketLander-v0")
-    landed = [run_episode(env, seed, lambda obs: scripted_action(obs, env.unwrapped))[0]["is_success"]
-              for seed in range(100)]
+    landed = [run_episode(env, seed, lambda obs: scripted_action(obs, env.unwrapped))[0]["is_success"] for seed in range(100)]
     assert sum(landed) >= 90
     env.action_space.seed(0)
-    random_landed = [run_episode(env, 1000 + seed, lambda obs: env.action_space.sample())[0]["is_success"]
-                     for seed in range(100)]
+    random_landed = [
+        run_episode(env, 1000 + seed, lambda obs: env.action_space.sample())[0]["is_success"] for seed in range(100)
+    ]
     assert sum(random_landed) <= 2
     env.close()
 
@@ -195,11 +198,20 @@ def test_scripted_controller_lands_and_random_actions_do_not() -> None:
 def test_reward_terms_sum_to_reward_and_landing_pays() -> None:
     env = gym.make("sb3_ppo_ext/RocketLander-v0")
     observation, info = env.reset(seed=7)
-    names = {"reward_distance", "reward_speed", "reward_tilt", "reward_spin", "reward_legs", "reward_fuel",
-             "reward_rcs", "reward_landing", "reward_crash"}
+    names = {
+        "reward_distance",
+        "reward_speed",
+        "reward_tilt",
+        "reward_spin",
+        "reward_legs",
+        "reward_fuel",
+        "reward_rcs",
+        "reward_landing",
+        "reward_crash",
+    }
     while True:
         observation, reward, terminated, truncated, info = env.step(scripted_action(observation, env.unwrapped))
-        assert set(k for k in info if k.startswith("reward_")) == names
+        assert {k for k in info if k.startswith("reward_")} == names
         assert reward == pytest.approx(sum(info[name] for name in names))
         if terminated or truncated:
             break
@@ -258,9 +270,7 @@ def test_observation_is_bounded_and_documented_layout() -> None:
     env.close()
 
 
-@pytest.mark.parametrize(
-    "action", [np.zeros(5, dtype=np.float32), np.array([np.nan, 0, 0, 0, 0, 0], dtype=np.float32)]
-)
+@pytest.mark.parametrize("action", [np.zeros(5, dtype=np.float32), np.array([np.nan, 0, 0, 0, 0, 0], dtype=np.float32)])
 def test_bad_continuous_action_raises(action) -> None:
     env = RocketLanderEnv()
     env.reset(seed=0)
@@ -280,9 +290,15 @@ def test_bad_discrete_action_raises(action) -> None:
 
 @pytest.mark.parametrize(
     "kwargs, name",
-    [({"frame_skip": 0}, "frame_skip"), ({"min_throttle": 1.5}, "min_throttle"), ({"fuel_mass": -1.0}, "fuel_mass"),
-     ({"start_altitude": (50.0, 10.0)}, "start_altitude"), ({"render_mode": "ascii"}, "render_mode"),
-     ({"gimbal_limit": 1.0}, "gimbal_limit"), ({"bounds": (5.0, 100.0)}, "bounds")],
+    [
+        ({"frame_skip": 0}, "frame_skip"),
+        ({"min_throttle": 1.5}, "min_throttle"),
+        ({"fuel_mass": -1.0}, "fuel_mass"),
+        ({"start_altitude": (50.0, 10.0)}, "start_altitude"),
+        ({"render_mode": "ascii"}, "render_mode"),
+        ({"gimbal_limit": 1.0}, "gimbal_limit"),
+        ({"bounds": (5.0, 100.0)}, "bounds"),
+    ],
 )
 def test_bad_constructor_arguments_raise(kwargs, name) -> None:
     with pytest.raises(ValueError, match=name):
@@ -302,7 +318,7 @@ def test_step_before_reset_and_after_close_raise() -> None:
 
 def test_non_finite_physics_state_ends_episode_with_flag(monkeypatch) -> None:
     env = RocketLanderEnv()
-    observation, _ = env.reset(seed=0)
+    _observation, _ = env.reset(seed=0)
     monkeypatch.setattr(env._client, "getBaseVelocity", lambda body: ((math.nan, 0.0, 0.0), (0.0, 0.0, 0.0)))
     new_observation, reward, terminated, _, info = env.step(MIN_THROTTLE)
     assert terminated and info["non_finite_state"] and info["crash_reason"] == "non_finite_state"
@@ -332,7 +348,7 @@ def test_wind_and_moving_deck_options_run_and_move_things() -> None:
     observation, _ = env.reset(seed=0)
     start_deck = env._deck_position
     for _ in range(20):
-        observation, _, terminated, _, _ = env.step(MIN_THROTTLE)
+        observation, _, _terminated, _, _ = env.step(MIN_THROTTLE)
         assert np.all(np.isfinite(observation))
     assert env._deck_position != start_deck
     assert abs(env._velocity[0]) + abs(env._velocity[1]) > 0.0
@@ -350,8 +366,7 @@ def test_rgb_render_shows_rocket_and_plume() -> None:
     env.step(FULL_THROTTLE)
     frame_on = env.render()
     orange = (frame_on[..., 0] > 200) & (frame_on[..., 1] > 100) & (frame_on[..., 1] < 180) & (frame_on[..., 2] < 80)
-    orange_off = (frame_off[..., 0] > 200) & (frame_off[..., 1] > 100) & (frame_off[..., 1] < 180) & (
-        frame_off[..., 2] < 80)
+    orange_off = (frame_off[..., 0] > 200) & (frame_off[..., 1] > 100) & (frame_off[..., 1] < 180) & (frame_off[..., 2] < 80)
     assert orange.sum() > 10 and orange_off.sum() == 0
     env.close()
     assert RocketLanderEnv.metadata["render_fps"] == round(1.0 / env.dt)
