@@ -123,6 +123,35 @@ def measure(algorithm: type, env_id: str, config: dict[str, Any], iterations: in
     )
 
 
+def update_floor_ms_per_step(env_id: str, config: dict[str, Any], minibatches: int = 200) -> float:
+    """The update's compute floor: forward, backward and a fused Adam step of the very same policy networks on
+    minibatches of the configured size with a trivial loss (no PPO maths, no data handling), per env step."""
+    env, _ = make_env(env_id, 1, False, seed=0)
+    model = PPO("MlpPolicy", env, device="cpu", **config["kwargs"])
+    policy = model.policy
+    batch = th.as_tensor(np.stack([env.observation_space.sample() for _ in range(model.batch_size)]), dtype=th.float32)
+    parameters = list(policy.parameters())
+    optimizer = th.optim.Adam(parameters, lr=1e-5, fused=True)
+
+    def step() -> None:
+        latent_pi, latent_vf = policy.mlp_extractor(policy.extract_features(batch))
+        loss = policy.action_net(latent_pi).sum() + policy.value_net(latent_vf).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    for _ in range(20):
+        step()
+    start = time.process_time()
+    for _ in range(minibatches):
+        step()
+    per_minibatch = (time.process_time() - start) / minibatches
+    env.close()
+    rollout = model.n_steps * config["n_envs"]
+    n_minibatches = model.n_epochs * -(-rollout // model.batch_size)
+    return 1e3 * per_minibatch * n_minibatches / rollout
+
+
 def env_only_rate(env_id: str, config: dict[str, Any], seconds: float = 5.0) -> float:
     env, _ = make_env(env_id, config["n_envs"], config["normalize"], seed=0)
     env.reset()
@@ -162,9 +191,11 @@ def main() -> None:
             for label, (algorithm, extra) in contenders.items():
                 results[label].append(measure(algorithm, args.env, config, args.iterations, repeat, extra))
         ceiling = env_only_rate(args.env, config)
+        floor = update_floor_ms_per_step(args.env, config)
         print(f"\n== {args.env}, config '{name}' ({config['n_envs']} envs), {args.threads} torch thread(s), "
               f"{args.repeats} alternating runs each ==")
         print(f"env only (random actions, same VecEnv stack): {ceiling:8.0f} steps/s")
+        print(f"update floor (the networks' forward+backward+Adam alone, CPU time): {floor:.3f} ms per env step")
         medians, cpu_medians = {}, {}
         for label, runs in results.items():
             medians[label] = statistics.median(run["fps"] for run in runs)
