@@ -47,6 +47,7 @@ DECK_TOP = 1.0  # deck surface height above the sea (m)
 HIDDEN_Z = -50.0  # where unused plume bodies are parked, under the sea
 
 N_LEGS = 4
+_BASE_ORIGIN = (0.0, 0.0, 0.0)
 OBS_DIM = 23
 DISCRETE_ACTIONS = 7
 
@@ -198,12 +199,12 @@ class RocketLanderEnv(gym.Env):
         rcs_force: float = 400.0,
         rcs_roll_torque: float = 200.0,
         start_altitude: tuple[float, float] = (30.0, 50.0),
-        start_offset: float = 8.0,
+        start_offset: float = 6.0,
         start_vertical_speed: tuple[float, float] = (-12.0, -6.0),
         start_lateral_speed: float = 2.0,
         start_tilt: float = math.radians(8.0),
         start_spin: float = 0.1,
-        deck_half_size: float = 10.0,
+        deck_half_size: float = 12.5,
         wind_speed: float = 0.0,
         wind_time_constant: float = 2.0,
         deck_motion: float = 0.0,
@@ -213,7 +214,7 @@ class RocketLanderEnv(gym.Env):
         success_speed: float = 0.5,
         success_spin: float = 0.2,
         success_hold_time: float = 1.0,
-        touchdown_speed_limit: float = 3.0,
+        touchdown_speed_limit: float = 4.0,
         crash_tilt: float = math.radians(60.0),
         bounds: tuple[float, float] = (50.0, 100.0),
     ) -> None:
@@ -537,22 +538,28 @@ class RocketLanderEnv(gym.Env):
         tx += RCS_ARM * rcs_x * self.rcs_force
         ty += RCS_ARM * rcs_y * self.rcs_force
         tz += rcs_roll * self.rcs_roll_torque
-        x_axis, y_axis, z_axis = self._axes
-        force = [fx * x_axis[i] + fy * y_axis[i] + fz * z_axis[i] for i in range(3)]
-        torque = [tx * x_axis[i] + ty * y_axis[i] + tz * z_axis[i] for i in range(3)]
         if self.wind_speed > 0:
-            self._add_wind(force)
+            fx, fy, fz = self._add_wind(fx, fy, fz)
+        # The force goes in the body frame at the base origin, so that it turns with the body and adds no torque
+        # as the body moves during the frame skip; the torque is held in world axes for the agent step.
+        x_axis, y_axis, z_axis = self._axes
+        force = (fx, fy, fz)
+        torque = (
+            tx * x_axis[0] + ty * y_axis[0] + tz * z_axis[0],
+            tx * x_axis[1] + ty * y_axis[1] + tz * z_axis[1],
+            tx * x_axis[2] + ty * y_axis[2] + tz * z_axis[2],
+        )
         client = self._client
         apply_force, apply_torque, step_simulation = (
             client.applyExternalForce,
             client.applyExternalTorque,
             client.stepSimulation,
         )
-        rocket, position = self._rocket, self._position
+        rocket = self._rocket
         for substep in range(self.frame_skip):
             if self.deck_motion > 0:
                 self._move_deck(self.time + (substep + 1) * self.physics_time_step)
-            apply_force(rocket, -1, force, position, pybullet.WORLD_FRAME)
+            apply_force(rocket, -1, force, _BASE_ORIGIN, pybullet.LINK_FRAME)
             apply_torque(rocket, -1, torque, pybullet.WORLD_FRAME)
             step_simulation()
         self.time += self.dt
@@ -569,7 +576,7 @@ class RocketLanderEnv(gym.Env):
     def _apply_commands(self, action: np.ndarray) -> tuple[float, float, float]:
         """Turn an action into actuator commands; return the cold-gas thruster commands (each in [-1, 1])."""
         if self.continuous:
-            throttle, gimbal_x, gimbal_y, rcs_x, rcs_y, rcs_roll = (max(-1.0, min(1.0, float(a))) for a in action)
+            throttle, gimbal_x, gimbal_y, rcs_x, rcs_y, rcs_roll = np.clip(action, -1.0, 1.0).tolist()
             self.throttle_command = self.min_throttle + (1.0 - self.min_throttle) * 0.5 * (throttle + 1.0)
             self.gimbal_command_x = gimbal_x * self.gimbal_limit
             self.gimbal_command_y = gimbal_y * self.gimbal_limit
@@ -595,8 +602,8 @@ class RocketLanderEnv(gym.Env):
         rcs_roll = max(-1.0, min(1.0, -self._body_spin[2] / 0.1))
         return rcs_x, rcs_y, rcs_roll
 
-    def _add_wind(self, force: list[float]) -> None:
-        """Advance the gust process (Ornstein-Uhlenbeck) and add the lateral drag of the relative wind."""
+    def _add_wind(self, fx: float, fy: float, fz: float) -> tuple[float, float, float]:
+        """Advance the gust process (Ornstein-Uhlenbeck); add the lateral drag of the relative wind to a body force."""
         rng = self.np_random
         scale = self.wind_speed * math.sqrt(1.0 - self.wind_decay**2)
         self.wind_x = self.wind_x * self.wind_decay + scale * rng.standard_normal()
@@ -606,8 +613,13 @@ class RocketLanderEnv(gym.Env):
         # 0.5 * air density * drag coefficient * side area, with 1.2 kg/m^3, Cd 1.0, area 2 r L.
         coefficient = 0.5 * 1.2 * 1.0 * 2.0 * BODY_RADIUS * BODY_LENGTH
         magnitude = math.hypot(relative_x, relative_y)
-        force[0] += coefficient * magnitude * relative_x
-        force[1] += coefficient * magnitude * relative_y
+        wind_x, wind_y = coefficient * magnitude * relative_x, coefficient * magnitude * relative_y
+        x_axis, y_axis, z_axis = self._axes  # world force to body axes: dot products with the body axes
+        return (
+            fx + wind_x * x_axis[0] + wind_y * x_axis[1],
+            fy + wind_x * y_axis[0] + wind_y * y_axis[1],
+            fz + wind_x * z_axis[0] + wind_y * z_axis[1],
+        )
 
     def _move_deck(self, time: float) -> None:
         """Drive the deck along its sway / heave path through its constraint."""
@@ -665,8 +677,8 @@ class RocketLanderEnv(gym.Env):
             self.engine_on = False
             self.throttle = 0.0
 
-        values = (dx, dy, dz, vx, vy, vz, wx, wy, wz, *x_axis, *z_axis)
-        if not all(math.isfinite(v) for v in values):
+        # A sum is finite only if every term is (inf - inf is nan).
+        if not math.isfinite(dx + dy + dz + vx + vy + vz + wx + wy + wz + sum(x_axis) + sum(z_axis)):
             return self._last_observation.copy(), {"finite": False}
         observation = np.array(
             (
