@@ -27,7 +27,7 @@ DEFAULT_HYPERPARAMETERS: dict = {
     "n_steps": 256,
     "batch_size": 256,
     "n_epochs": 10,
-    "learning_rate": 3e-4,
+    "learning_rate": "lin_3e-4",
     "gamma": 0.99,
     "gae_lambda": 0.95,
     "clip_range": 0.2,
@@ -61,6 +61,27 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--hyperparameters", type=json.loads, default={}, help="JSON dict overriding DEFAULT_HYPERPARAMETERS")
     return parser.parse_args(argv)
+
+
+def linear_schedule(initial_value: float):
+    """Decay linearly from ``initial_value`` to 0 over training (rl-zoo3's ``lin_`` schedules)."""
+
+    def schedule(progress_remaining: float) -> float:
+        return progress_remaining * initial_value
+
+    return schedule
+
+
+def resolve_schedules(hyperparameters: dict) -> dict:
+    """Turn ``"lin_<float>"`` strings (rl-zoo3 notation) for the learning rate and clip range into schedules."""
+    resolved = dict(hyperparameters)
+    for key in ("learning_rate", "clip_range"):
+        value = resolved.get(key)
+        if isinstance(value, str):
+            if not value.startswith("lin_"):
+                raise ValueError(f"{key}={value!r} is invalid: a string must be 'lin_<float>'")
+            resolved[key] = linear_schedule(float(value[len("lin_") :]))
+    return resolved
 
 
 def latest_checkpoint(checkpoint_dir: Path, prefix: str = "rocket") -> tuple[Path, Path, int] | None:
@@ -195,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         if not arguments.resume:
             arguments.curve_csv.unlink(missing_ok=True)
         env = VecNormalize(env, gamma=DEFAULT_HYPERPARAMETERS["gamma"])
-        hyperparameters = {**DEFAULT_HYPERPARAMETERS, **arguments.hyperparameters}
+        hyperparameters = resolve_schedules({**DEFAULT_HYPERPARAMETERS, **arguments.hyperparameters})
         model = PPO("MlpPolicy", env, seed=arguments.seed, device="cpu", verbose=0, **hyperparameters)
     remaining = arguments.total_timesteps - model.num_timesteps
     callbacks = CallbackList(
