@@ -12,7 +12,7 @@ TINY = dict(net_arch=[16])
 
 def _first_minibatch(model: PPO):
     data = model._rollout_data()
-    return next(model._epoch(data, None))[0]
+    return next(model._epoch(data, None, None))[0]
 
 
 def test_compile_failure_falls_back_to_eager(monkeypatch):

@@ -337,3 +337,47 @@ def test_packed_minibatches_equal_per_field_indexing():
     multi_input = PPO("MultiInputPolicy", SimpleMultiObsEnv(), n_steps=64, batch_size=16, n_epochs=1, policy_kwargs=TINY)
     multi_input.learn(64)
     assert _PackedRollout.pack(multi_input._rollout_data(), None) is None  # dict observations: per-field indexing
+
+
+@pytest.mark.parametrize("n_envs", [1, 4])
+def test_gsde_numpy_actions_equal_the_torch_policy(n_envs):
+    """gSDE actions are a deterministic function of the exploration matrices: both paths must give the same."""
+    model = PPO("MlpPolicy", IdentityEnvBox(-1, 1), use_sde=True, policy_kwargs=dict(net_arch=[32, 32], log_std_init=-1),
+                seed=2)
+    model.policy.reset_noise(n_envs)
+    actor = NumpyActorCritic.from_policy(model.policy, np.random.default_rng(0))
+    obs = np.stack([model.observation_space.sample() for _ in range(n_envs)]).astype(np.float32)
+    actions, values, log_probs = actor.act(obs)
+    with th.no_grad():
+        actions_t, values_t, log_probs_t = model.policy(th.as_tensor(obs))
+    np.testing.assert_allclose(actions, actions_t.numpy(), atol=1e-6)
+    np.testing.assert_allclose(values, values_t.flatten().numpy(), atol=1e-6)
+    np.testing.assert_allclose(log_probs, log_probs_t.numpy(), atol=1e-5)
+
+
+def test_update_is_identical_to_sb3_ppo():
+    """Same weights, optimizer state and rollout: one update of ours equals one of SB3's PPO (full-batch epochs,
+    so that the minibatch shuffling, numpy's in SB3 and torch's here, plays no part)."""
+    import copy
+
+    from stable_baselines3 import PPO as SB3PPO
+    from stable_baselines3.common.env_util import make_vec_env
+
+    kwargs = dict(n_steps=64, batch_size=256, n_epochs=3, use_sde=True, sde_sample_freq=4, clip_range=0.3,
+                  policy_kwargs=dict(log_std_init=-2, ortho_init=False, activation_fn=th.nn.ReLU, net_arch=[32, 32]))
+    theirs = SB3PPO("MlpPolicy", make_vec_env("Pendulum-v1", n_envs=4, seed=0), seed=0, **kwargs).learn(256)
+    ours = PPO("MlpPolicy", make_vec_env("Pendulum-v1", n_envs=4, seed=0), seed=0, **kwargs)
+    ours.set_logger(theirs.logger)
+    ours.policy.load_state_dict(theirs.policy.state_dict())
+    ours.policy.optimizer.load_state_dict(copy.deepcopy(theirs.policy.optimizer.state_dict()))  # load shares tensors
+    for name in ("observations", "actions", "rewards", "returns", "episode_starts", "values", "log_probs", "advantages"):
+        setattr(ours.rollout_buffer, name, getattr(theirs.rollout_buffer, name).copy())
+    ours.rollout_buffer.generator_ready = theirs.rollout_buffer.generator_ready
+    ours._current_progress_remaining = theirs._current_progress_remaining
+    before = copy.deepcopy(theirs.policy.state_dict())
+    theirs.train()
+    ours.train()
+    for name, value in theirs.policy.state_dict().items():
+        moved = (value - before[name]).abs().max().item()
+        assert moved > 0
+        assert (value - ours.policy.state_dict()[name]).abs().max().item() <= 1e-3 * moved + 1e-8, name

@@ -435,7 +435,10 @@ class PPO(OnPolicyAlgorithm):
         return buffer._get_samples(np.arange(buffer.buffer_size * buffer.n_envs))
 
     def _epoch(
-        self, data: RolloutBufferSamples | None, old_params: DistributionParams | None
+        self,
+        data: RolloutBufferSamples | None,
+        old_params: DistributionParams | None,
+        packed: _PackedRollout | None,
     ) -> Iterator[tuple[RolloutBufferSamples, DistributionParams | None]]:
         """One epoch of shuffled minibatches, each with the collecting policy's distribution on its rows.
 
@@ -445,7 +448,6 @@ class PPO(OnPolicyAlgorithm):
             for samples in self.rollout_buffer.get(self.batch_size):
                 yield samples, None
             return
-        packed = _PackedRollout.pack(data, old_params)
         size = len(data.advantages)
         fields = type(data)
         permutation = th.randperm(size, device=self.device)
@@ -646,6 +648,7 @@ class PPO(OnPolicyAlgorithm):
         # order, so that each minibatch can take its rows: the analytic KL needs it, the buffer does not store it.
         data = self._rollout_data()
         old_params = self._distribution_params(analytic, data.observations) if analytic and data is not None else None
+        packed = _PackedRollout.pack(data, old_params) if data is not None else None
         adapt_lr = self.lr_kl_target is not None
         penalty = self.uses_kl_penalty
         kl_coef = self.kl_coef  # the beta of this update (logged); adapted after it
@@ -665,7 +668,7 @@ class PPO(OnPolicyAlgorithm):
         try:
             for epochs_done in range(self.n_epochs):
                 epoch_kls.clear()
-                for rollout_data, old in self._epoch(data, old_params):
+                for rollout_data, old in self._epoch(data, old_params, packed):
                     loss, minibatch_stats = loss_function(rollout_data, old, head, analytic if old else None, *scalars)
                     kl, approx_kl = minibatch_stats[5], minibatch_stats[6]
                     if self.target_kl is not None and approx_kl.item() > 1.5 * self.target_kl:
