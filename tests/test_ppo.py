@@ -355,15 +355,17 @@ def test_gsde_numpy_actions_equal_the_torch_policy(n_envs):
     np.testing.assert_allclose(log_probs, log_probs_t.numpy(), atol=1e-5)
 
 
-def test_update_is_identical_to_sb3_ppo():
-    """Same weights, optimizer state and rollout: one update of ours equals one of SB3's PPO (full-batch epochs,
-    so that the minibatch shuffling, numpy's in SB3 and torch's here, plays no part)."""
+def test_update_is_identical_to_sb3_ppo(monkeypatch):
+    """Same weights, optimizer state, rollout and minibatch order: one update of ours equals one of SB3's PPO.
+
+    SB3 shuffles with numpy's global generator and we with torch's; the test makes ours draw the very permutations
+    SB3 draws, so that only the maths is compared (several minibatches and epochs, gSDE, value clipping)."""
     import copy
 
     from stable_baselines3 import PPO as SB3PPO
     from stable_baselines3.common.env_util import make_vec_env
 
-    kwargs = dict(n_steps=64, batch_size=256, n_epochs=3, use_sde=True, sde_sample_freq=4, clip_range=0.3,
+    kwargs = dict(n_steps=64, batch_size=64, n_epochs=3, use_sde=True, sde_sample_freq=4, clip_range=0.3, clip_range_vf=0.5,
                   policy_kwargs=dict(log_std_init=-2, ortho_init=False, activation_fn=th.nn.ReLU, net_arch=[32, 32]))
     theirs = SB3PPO("MlpPolicy", make_vec_env("Pendulum-v1", n_envs=4, seed=0), seed=0, **kwargs).learn(256)
     ours = PPO("MlpPolicy", make_vec_env("Pendulum-v1", n_envs=4, seed=0), seed=0, **kwargs)
@@ -375,7 +377,10 @@ def test_update_is_identical_to_sb3_ppo():
     ours.rollout_buffer.generator_ready = theirs.rollout_buffer.generator_ready
     ours._current_progress_remaining = theirs._current_progress_remaining
     before = copy.deepcopy(theirs.policy.state_dict())
+    np.random.seed(7)
     theirs.train()
+    permutations = np.random.RandomState(7)  # the sequence numpy's global generator gave SB3, one per epoch
+    monkeypatch.setattr(th, "randperm", lambda n, device=None: th.as_tensor(permutations.permutation(n)))
     ours.train()
     for name, value in theirs.policy.state_dict().items():
         moved = (value - before[name]).abs().max().item()
