@@ -66,7 +66,7 @@ def check_writable_dir(name: str, path: Any) -> str:
 
 
 @contextlib.contextmanager
-def atomic_write(path: str, mode: str = "wb", suffix: str = ".tmp") -> Iterator[IO[Any]]:
+def atomic_write(path: str, mode: str = "wb") -> Iterator[IO[Any]]:
     """Open a temporary file next to ``path``; on success fsync it and move it onto ``path`` atomically.
 
     A failure inside the ``with`` block (or a crash) leaves any previous ``path`` untouched and removes the temporary
@@ -74,21 +74,9 @@ def atomic_write(path: str, mode: str = "wb", suffix: str = ".tmp") -> Iterator[
 
     :param path: the final file path.
     :param mode: ``"wb"`` or ``"w"``.
-    :param suffix: suffix of the temporary file (some writers pick their format from it).
     """
-    folder = os.path.dirname(os.path.abspath(path))
-    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=suffix)
-    try:
-        with os.fdopen(descriptor, mode) as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
-    fsync_directory(folder)
+    with atomic_path(path) as temporary, open(temporary, mode) as handle:
+        yield handle
 
 
 @contextlib.contextmanager

@@ -214,7 +214,7 @@ class RotatingCheckpointCallback(CheckpointCallback):
                 pickle.dump(vec_normalize, handle)
         model_path = model_checkpoint_path(self.save_path, self.name_prefix, steps)
         try:
-            with atomic_write(model_path, suffix=".tmp.zip") as handle:
+            with atomic_write(model_path) as handle:
                 self.model.save(handle)
         except BaseException:
             if stats_path is not None:  # statistics without their model are no checkpoint
