@@ -698,13 +698,14 @@ class PPO(OnPolicyAlgorithm):
             for group, fused in fused_groups:
                 group["fused"] = fused
 
+        stacked_stats = th.stack(stats) if stats else None
         update_kl = None
         if penalty and self.kl_penalty_target is not None and analytic is not None and old_params is not None:
             # The paper's d: KL(pi_rollout || pi_updated) averaged over the whole rollout after the update.
             update_kl = float(analytic(old_params, self._distribution_params(analytic, data.observations)).mean())
-        elif penalty and self.kl_penalty_target is not None and stats:
+        elif penalty and self.kl_penalty_target is not None and stacked_stats is not None:
             # No closed form: the mean k3 estimate over the update stands in for the paper's d.
-            update_kl = float(th.stack(stats)[:, 6].mean())
+            update_kl = float(stacked_stats[:, 6].mean())
         if update_kl is not None:
             self.kl_coef = adapt_kl_coef(
                 update_kl,
@@ -717,7 +718,7 @@ class PPO(OnPolicyAlgorithm):
             )
 
         explained_var = explained_variance(self.rollout_buffer.values.flatten(), self.rollout_buffer.returns.flatten())
-        means = th.stack(stats).mean(dim=0).tolist() if stats else [float("nan")] * 8
+        means = stacked_stats.mean(dim=0).tolist() if stacked_stats is not None else [float("nan")] * 8
         pg_loss, value_loss_mean, entropy_loss_mean, penalty_mean, loss_mean, kl_mean, approx_kl_mean, clip_frac = means
         self.logger.record("train/entropy_loss", entropy_loss_mean)
         self.logger.record("train/policy_gradient_loss", pg_loss)
