@@ -1,14 +1,17 @@
 """Training speed with and without the live view, side by side in one run.
 
 Runs the same PPO training alternately without and with :class:`~sb3_ppo_ext.callbacks.LiveViewCallback`
-(headless ``file`` mode; defaults: 15 fps cap, niceness 10), in the order A B B A A B ... so that slow drifts of a
-shared machine hit both sides alike. The viewer process needs a few seconds to start (importing torch at low
-priority), so the speed is measured in steady state: from the first update at which the viewer is playing to the end
-of training, and over the same steps for the run without it. Printed: the median whole-run and steady-state training
-fps of each side and the overhead, the CPU seconds of the training process itself in the steady-state window, the
-CPU the viewer process used, and how many versions of the viewer's file were seen.
+(headless ``file`` mode; defaults: 15 fps cap, niceness 10, ``SCHED_IDLE``), in the order A B B A A B ... so that
+slow drifts of a shared machine hit both sides alike. Printed, as medians over the pairs:
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_live_view.py --timesteps 60000 --repeats 3
+- steady-state training fps while the viewer plays: from the first update at which the viewer is playing to the end
+  of the last update (before the callback stops the viewer), and over the same steps for the run without it;
+- whole-run fps: the timesteps over the wall time of ``learn()``, the viewer's start and stop included;
+- the fixed costs: the seconds ``learn()`` spends stopping the viewer after the last update (it writes its last
+  file), and the CPU the viewer used.
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_live_view.py --timesteps 100000 --repeats 3
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_live_view.py --env sb3_ppo_ext/Walker2D-v0 --timesteps 40000
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ class UpdateClock(BaseCallback):
         self.live_view, self.path = live_view, path
         self.records: list[tuple[float, float, int, bool]] = []
         self.file_versions: set[float] = set()
-        self.viewer_cpu = 0.0
+        self.learn_seconds = self.stop_seconds = self.viewer_cpu = 0.0
 
     def _record(self) -> None:
         playing = self.live_view is not None and self.live_view._ready_event.is_set()
@@ -56,17 +59,21 @@ class UpdateClock(BaseCallback):
 def run(
     env_id: str, timesteps: int, path: str, with_view: bool, seed: int, fps: float, niceness: int, idle: bool
 ) -> UpdateClock:
-    """Train a fresh PPO for ``timesteps`` steps and return its clock (with ``viewer_cpu``: the CPU seconds of the
-    viewer process, which is reaped when training ends)."""
+    """Train a fresh PPO for ``timesteps`` steps and return its clock, with ``learn_seconds`` (wall time of
+    ``learn()``), ``stop_seconds`` (from the end of the last update to the return of ``learn()``: stopping the viewer)
+    and ``viewer_cpu`` (the CPU seconds of the viewer process, which is reaped when training ends)."""
     env = make_vec_env(env_id, n_envs=4, seed=seed)
     model = PPO("MlpPolicy", env, n_steps=512, batch_size=256, n_epochs=10, seed=seed)
     live_view = None
     if with_view:
         live_view = LiveViewCallback(env_id, mode="file", output_path=path, fps=fps, niceness=niceness, idle_scheduling=idle)
     clock = UpdateClock(live_view, path)
-    before = os.times()
-    model.learn(timesteps, callback=[clock] if live_view is None else [live_view, clock])
-    after = os.times()
+    before, started = os.times(), time.perf_counter()
+    # The clock goes first: its training-end record is taken before the live view stops its process.
+    model.learn(timesteps, callback=[clock] if live_view is None else [clock, live_view])
+    ended, after = time.perf_counter(), os.times()
+    clock.learn_seconds = ended - started
+    clock.stop_seconds = ended - clock.records[-1][0]
     clock.viewer_cpu = after.children_user + after.children_system - before.children_user - before.children_system
     env.close()
     return clock
@@ -82,7 +89,7 @@ def window_speed(clock: UpdateClock, from_step: int) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default="CartPole-v1")
-    parser.add_argument("--timesteps", type=int, default=60_000)
+    parser.add_argument("--timesteps", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--live-view-fps", type=float, default=15.0)
     parser.add_argument("--niceness", type=int, default=10, help="LiveViewCallback niceness")
@@ -97,6 +104,7 @@ def main() -> None:
     speeds: dict[str, list[float]] = {"without": [], "with": []}
     cpu: dict[str, list[float]] = {"without": [], "with": []}
     viewer_load: list[float] = []
+    stop_seconds: list[float] = []
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "live_view.gif")
         for index in range(args.repeats):
@@ -115,14 +123,15 @@ def main() -> None:
                 for side in order
             }
             for side, clock in clocks.items():
-                fps, seconds = window_speed(clock, 0)
-                whole[side].append(fps)
-                whole_cpu[side].append(seconds)
+                whole[side].append(args.timesteps / clock.learn_seconds)
+                whole_cpu[side].append(window_speed(clock, 0)[1])
             viewer = clocks["with"]
-            viewer_load.append(viewer.viewer_cpu / (viewer.records[-1][0] - viewer.records[0][0]))
+            viewer_load.append(viewer.viewer_cpu / viewer.learn_seconds)
+            stop_seconds.append(viewer.stop_seconds)
             line = (
                 f"repeat {index + 1}/{args.repeats}: whole-run fps without {whole['without'][-1]:.0f}, "
-                f"with {whole['with'][-1]:.0f}; viewer used {viewer.viewer_cpu:.1f} CPU s"
+                f"with {whole['with'][-1]:.0f}; viewer used {viewer.viewer_cpu:.1f} CPU s, "
+                f"stopping it took {viewer.stop_seconds:.2f} s"
             )
             playing_from = next((steps for _, _, steps, playing in viewer.records if playing), None)
             if playing_from is None or playing_from >= args.timesteps:
@@ -152,7 +161,8 @@ def main() -> None:
         f"load average {os.getloadavg()[0]:.1f}, viewer niceness {args.niceness}, "
         f"idle scheduling {not args.no_idle_scheduling}, fps cap {args.live_view_fps:g}"
     )
-    print(f"median whole-run fps (viewer start-up included): {summary(whole)}")
+    print(f"median whole-run fps (viewer start and stop included): {summary(whole)}")
+    print(f"stopping the viewer at the end of learn(): median {statistics.median(stop_seconds):.2f} s")
     print(
         f"training-process CPU seconds per run: median {statistics.median(whole_cpu['without']):.2f} without, "
         f"{statistics.median(whole_cpu['with']):.2f} with"
