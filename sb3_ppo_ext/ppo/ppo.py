@@ -27,6 +27,7 @@ from torch.nn import functional as F
 from sb3_ppo_ext.ppo.adaptive import adapt_kl_coef, adapt_learning_rate
 from sb3_ppo_ext.ppo.kl import AnalyticKL, DistributionParams, k3_kl
 from sb3_ppo_ext.ppo.numpy_policy import NumpyActorCritic
+from sb3_ppo_ext.ppo.optim import ClippedFusedAdam
 from sb3_ppo_ext.validation import check_choice, check_int, check_number, check_positive
 
 SelfPPO = TypeVar("SelfPPO", bound="PPO")
@@ -659,6 +660,10 @@ class PPO(OnPolicyAlgorithm):
         fused_groups = [(group, group.get("fused")) for group in self._fused_adam_groups()]
         for group, _ in fused_groups:
             group["fused"] = True  # only during the update, so that saved optimizer states stay plain Adam
+        optimizer = self.policy.optimizer
+        clipped_step = None
+        if ClippedFusedAdam.supports(optimizer, parameters):
+            clipped_step = ClippedFusedAdam(optimizer, parameters, self.max_grad_norm)
 
         # Per-minibatch statistics are kept as tensors and averaged once at the end (one sync instead of many).
         stats: list[th.Tensor] = []
@@ -677,12 +682,18 @@ class PPO(OnPolicyAlgorithm):
                             self.logger.info(f"Early stopping at step {epochs_done} due to reaching max kl: {approx_kl.item():.2f}")
                         break
 
-                    self.policy.optimizer.zero_grad(set_to_none=True)
-                    loss.backward()
-                    th.nn.utils.clip_grad_norm_(parameters, self.max_grad_norm)
-                    self.policy.optimizer.step()
+                    if clipped_step is not None:
+                        for parameter in parameters:  # zero_grad(set_to_none=True): these are the optimizer's
+                            parameter.grad = None
+                        loss.backward()
+                        clipped_step.step()
+                    else:
+                        optimizer.zero_grad(set_to_none=True)
+                        loss.backward()
+                        th.nn.utils.clip_grad_norm_(parameters, self.max_grad_norm)
+                        optimizer.step()
 
-                    learning_rates.append(self.policy.optimizer.param_groups[0]["lr"])
+                    learning_rates.append(optimizer.param_groups[0]["lr"])
                     stats.append(minibatch_stats)
                     if adapt_lr:
                         if self.lr_kl_cadence == "minibatch":

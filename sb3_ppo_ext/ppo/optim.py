@@ -1,0 +1,133 @@
+"""Gradient-norm clipping and an Adam step in a handful of kernel calls, for small networks updated many times.
+
+``clip_grad_norm_`` followed by ``Adam(fused=True).step()`` spends most of a small PPO minibatch's optimiser time in
+Python: grouping tensors by device and dtype, walking parameter groups, profiler and hook wrappers. The tensors do
+not change between minibatches, so :class:`ClippedFusedAdam` collects them once and then calls the same kernels
+(``_foreach_norm``, ``_foreach_mul_``, ``_fused_adam_``/``_fused_adamw_``) in the same order with the same arguments:
+the same maths, only the bookkeeping is skipped. Anything it cannot mirror exactly is left to torch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch as th
+
+try:  # hooks registered for every optimizer (torch >= 2.0); without them we cannot know, so we step through torch
+    from torch.optim.optimizer import _global_optimizer_post_hooks, _global_optimizer_pre_hooks
+except ImportError:  # pragma: no cover - other torch versions
+    _global_optimizer_pre_hooks = _global_optimizer_post_hooks = None
+
+
+def _fused_kernel_devices() -> set[str]:
+    try:
+        from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
+
+        return set(_get_fused_kernels_supported_devices())
+    except ImportError:  # pragma: no cover - other torch versions
+        return set()
+
+
+class ClippedFusedAdam:
+    """``clip_grad_norm_(parameters, max_norm)`` then ``optimizer.step()`` for an Adam/AdamW optimizer whose groups
+    run the fused kernel, with the per-step bookkeeping done once.
+
+    Use :meth:`supports` first. Steps go through torch until the optimizer has created its state for every
+    parameter (its first step), and whenever a parameter has no gradient; after that, through the kernels directly.
+    Reading the learning rate and the other group settings at every step, it follows a schedule or an adaptive rate.
+
+    :param optimizer: the optimizer (``torch.optim.Adam`` or ``AdamW``), its groups set to ``fused=True``.
+    :param parameters: the parameters whose gradients are clipped together: exactly the optimizer's, in its order.
+    :param max_norm: the maximum total 2-norm of the gradients.
+    """
+
+    def __init__(self, optimizer: th.optim.Optimizer, parameters: list[th.nn.Parameter], max_norm: float) -> None:
+        self.optimizer = optimizer
+        self.parameters = parameters
+        self.max_norm = float(max_norm)
+        self._groups = self._collect()
+
+    @staticmethod
+    def supports(optimizer: th.optim.Optimizer, parameters: list[th.nn.Parameter]) -> bool:
+        """Whether the fast path mirrors ``clip_grad_norm_`` + ``optimizer.step()`` exactly for these arguments."""
+        if type(optimizer) not in (th.optim.Adam, th.optim.AdamW) or _global_optimizer_pre_hooks is None:
+            return False
+        if _global_optimizer_pre_hooks or _global_optimizer_post_hooks:
+            return False
+        if optimizer._optimizer_step_pre_hooks or optimizer._optimizer_step_post_hooks:
+            return False
+        if getattr(optimizer, "grad_scale", None) is not None or getattr(optimizer, "found_inf", None) is not None:
+            return False
+        grouped = [p for group in optimizer.param_groups for p in group["params"]]
+        if len(grouped) != len(parameters) or any(a is not b for a, b in zip(grouped, parameters)) or not parameters:
+            return False
+        device, dtype = parameters[0].device, parameters[0].dtype
+        if device.type not in _fused_kernel_devices() or not dtype.is_floating_point:
+            return False
+        if any(p.device != device or p.dtype != dtype or p.is_sparse for p in parameters):
+            return False  # one device and dtype: torch's grouping by (device, dtype) keeps the parameters' order
+        for group in optimizer.param_groups:
+            if not group.get("fused") or group.get("differentiable") or group.get("capturable"):
+                return False
+            if isinstance(group["lr"], th.Tensor) or any(isinstance(beta, th.Tensor) for beta in group["betas"]):
+                return False
+        return True
+
+    def _collect(self) -> list[tuple[dict[str, Any], slice, list[th.Tensor], ...]] | None:
+        """Per group: its settings, its slice of ``parameters`` and its state tensors; ``None`` until all exist."""
+        groups = []
+        start = 0
+        for group in self.optimizer.param_groups:
+            params = group["params"]
+            states = [self.optimizer.state.get(p) for p in params]
+            if not all(states):
+                return None
+            amsgrad = group["amsgrad"]
+            groups.append(
+                (
+                    group,
+                    slice(start, start + len(params)),
+                    [state["exp_avg"] for state in states],
+                    [state["exp_avg_sq"] for state in states],
+                    [state["max_exp_avg_sq"] for state in states] if amsgrad else [],
+                    [state["step"] for state in states],
+                )
+            )
+            start += len(params)
+        return groups
+
+    def step(self) -> None:
+        """Clip the gradients of ``parameters`` to ``max_norm`` in total and take one Adam step."""
+        grads = [p.grad for p in self.parameters]
+        if self._groups is None or any(grad is None for grad in grads):
+            th.nn.utils.clip_grad_norm_(self.parameters, self.max_norm)
+            self.optimizer.step()
+            if self._groups is None:
+                self._groups = self._collect()
+            return
+        with th.no_grad():
+            # clip_grad_norm_ (foreach): the norm of the per-tensor norms, then one in-place scale by min(1, coef).
+            total_norm = th.linalg.vector_norm(th.stack(th._foreach_norm(grads, 2.0)), 2.0)
+            th._foreach_mul_(grads, th.clamp(self.max_norm / (total_norm + 1e-6), max=1.0))
+            for group, rows, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps in self._groups:
+                # torch.optim.adam._fused_adam for one device and dtype.
+                beta1, beta2 = group["betas"]
+                th._foreach_add_(steps, 1)
+                kernel = th._fused_adamw_ if group.get("decoupled_weight_decay") else th._fused_adam_
+                kernel(
+                    group["params"],
+                    grads[rows],
+                    exp_avgs,
+                    exp_avg_sqs,
+                    max_exp_avg_sqs,
+                    steps,
+                    amsgrad=group["amsgrad"],
+                    lr=group["lr"],
+                    beta1=beta1,
+                    beta2=beta2,
+                    weight_decay=group["weight_decay"],
+                    eps=group["eps"],
+                    maximize=group["maximize"],
+                    grad_scale=None,
+                    found_inf=None,
+                )

@@ -1,0 +1,99 @@
+"""ClippedFusedAdam: the same maths as clip_grad_norm_ + a fused Adam/AdamW step, bit for bit, and only where it can be."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch as th
+
+from sb3_ppo_ext.ppo.optim import ClippedFusedAdam
+
+
+def _network() -> th.nn.Module:
+    th.manual_seed(0)
+    return th.nn.Sequential(th.nn.Linear(5, 16), th.nn.Tanh(), th.nn.Linear(16, 3))
+
+
+def _backward(network: th.nn.Module, seed: int) -> None:
+    generator = th.Generator().manual_seed(seed)
+    inputs = th.randn(32, 5, generator=generator) * 3
+    for parameter in network.parameters():
+        parameter.grad = None
+    network(inputs).pow(2).sum().backward()
+
+
+@pytest.mark.parametrize(
+    "optimizer_class, kwargs",
+    [
+        (th.optim.Adam, dict(lr=1e-2)),
+        (th.optim.Adam, dict(lr=3e-3, weight_decay=0.1, amsgrad=True, betas=(0.8, 0.95), eps=1e-6)),
+        (th.optim.Adam, dict(lr=1e-2, maximize=True)),
+        (th.optim.AdamW, dict(lr=1e-2, weight_decay=0.05)),
+    ],
+)
+@pytest.mark.parametrize("max_norm", [0.5, 1e6])  # clipping active / inactive
+def test_steps_equal_clip_grad_norm_and_fused_step_exactly(optimizer_class, kwargs, max_norm):
+    reference = _network()
+    ours = copy.deepcopy(reference)
+    reference_optimizer = optimizer_class(reference.parameters(), fused=True, **kwargs)
+    our_optimizer = optimizer_class(ours.parameters(), fused=True, **kwargs)
+    parameters = list(ours.parameters())
+    assert ClippedFusedAdam.supports(our_optimizer, parameters)
+    step = ClippedFusedAdam(our_optimizer, parameters, max_norm)
+    for seed in range(6):
+        if seed == 3:
+            for group in (*reference_optimizer.param_groups, *our_optimizer.param_groups):
+                group["lr"] = group["lr"] / 3  # a schedule or the adaptive rate changes it between steps
+        _backward(reference, seed)
+        th.nn.utils.clip_grad_norm_(reference.parameters(), max_norm)
+        reference_optimizer.step()
+        _backward(ours, seed)
+        step.step()
+        for expected, actual in zip(reference.parameters(), ours.parameters()):
+            assert th.equal(expected, actual)
+            assert th.equal(expected.grad, actual.grad)  # clipped in place, as clip_grad_norm_ leaves them
+    assert step._groups is not None  # the direct path ran after the first step
+    for expected, actual in zip(reference_optimizer.state.values(), our_optimizer.state.values()):
+        for key in expected:
+            assert th.equal(expected[key], actual[key]), key
+
+
+def test_a_parameter_without_gradient_steps_through_torch():
+    reference = _network()
+    ours = copy.deepcopy(reference)
+    reference_optimizer = th.optim.Adam(reference.parameters(), lr=1e-2, fused=True)
+    our_optimizer = th.optim.Adam(ours.parameters(), lr=1e-2, fused=True)
+    step = ClippedFusedAdam(our_optimizer, list(ours.parameters()), 0.5)
+    for seed in range(3):
+        for network, optimizer in ((reference, reference_optimizer), (ours, None)):
+            _backward(network, seed)
+            if seed == 2:
+                network[2].bias.grad = None  # this parameter takes no step, as in torch
+            if optimizer is not None:
+                th.nn.utils.clip_grad_norm_(network.parameters(), 0.5)
+                optimizer.step()
+        step.step()
+    for expected, actual in zip(reference.parameters(), ours.parameters()):
+        assert th.equal(expected, actual)
+
+
+def test_supports_only_what_it_mirrors():
+    network = _network()
+    parameters = list(network.parameters())
+    assert ClippedFusedAdam.supports(th.optim.Adam(parameters, fused=True), parameters)
+    assert not ClippedFusedAdam.supports(th.optim.Adam(parameters), parameters)  # not fused: other kernels
+    assert not ClippedFusedAdam.supports(th.optim.Adam(parameters, foreach=True), parameters)
+    assert not ClippedFusedAdam.supports(th.optim.SGD(parameters, lr=0.1), parameters)
+    assert not ClippedFusedAdam.supports(th.optim.Adam(parameters[:2], fused=True), parameters)  # clips more than it steps
+    assert not ClippedFusedAdam.supports(th.optim.Adam(parameters, lr=th.tensor(1e-3), fused=True), parameters)
+    hooked = th.optim.Adam(parameters, fused=True)
+    hooked.register_step_pre_hook(lambda optimizer, args, kwargs: None)
+    assert not ClippedFusedAdam.supports(hooked, parameters)  # user hooks run through torch's step
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    handle = register_optimizer_step_post_hook(lambda optimizer, args, kwargs: None)
+    try:
+        assert not ClippedFusedAdam.supports(th.optim.Adam(parameters, fused=True), parameters)
+    finally:
+        handle.remove()
