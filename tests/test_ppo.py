@@ -91,6 +91,37 @@ def test_custom_rollout_buffer_class_is_used():
 
 
 @pytest.mark.parametrize(
+    "observation_space, action_space",
+    [
+        (spaces.Box(-1, 1, (3,)), spaces.Box(-1, 1, (2,))),
+        (spaces.Discrete(4), spaces.Discrete(3)),
+        (spaces.MultiDiscrete([2, 3]), spaces.MultiBinary(2)),
+    ],
+)
+def test_direct_buffer_writes_equal_rollout_buffer_add(observation_space, action_space):
+    from sb3_ppo_ext.ppo.ppo import _add_to_rollout_buffer
+
+    n_envs, n_steps = 3, 4
+    theirs, ours = (RolloutBuffer(n_steps, observation_space, action_space, n_envs=n_envs) for _ in range(2))
+    rng = np.random.default_rng(0)
+    observation_space.seed(0)
+    action_space.seed(0)
+    for _ in range(n_steps):
+        observations = np.stack([observation_space.sample() for _ in range(n_envs)])
+        actions = np.stack([action_space.sample() for _ in range(n_envs)])
+        if isinstance(action_space, spaces.Discrete):
+            actions = actions.reshape(-1, 1)  # as the collection loop passes them
+        rewards = rng.normal(size=n_envs).astype(np.float32)
+        starts = rng.random(n_envs) < 0.3
+        values, log_probs = rng.normal(size=n_envs).astype(np.float32), rng.normal(size=n_envs).astype(np.float32)
+        theirs.add(observations, actions, rewards, starts, th.from_numpy(values), th.from_numpy(log_probs))
+        _add_to_rollout_buffer(ours, observations, actions, rewards, starts, values, log_probs)
+    for name in ("observations", "actions", "rewards", "episode_starts", "values", "log_probs"):
+        assert np.array_equal(getattr(theirs, name), getattr(ours, name)), name
+    assert ours.pos == theirs.pos and ours.full and theirs.full
+
+
+@pytest.mark.parametrize(
     "space_env, kwargs",
     [
         (lambda: IdentityEnvBox(-1, 1), {}),
@@ -101,11 +132,22 @@ def test_custom_rollout_buffer_class_is_used():
     ],
     ids=["gaussian", "gsde", "categorical", "multicategorical", "bernoulli"],
 )
-def test_numpy_actor_matches_torch_policy(space_env, kwargs):
-    model = PPO("MlpPolicy", space_env(), policy_kwargs=dict(net_arch=[32, 32]), seed=1, **kwargs)
+@pytest.mark.parametrize(
+    "net_arch, joint",
+    [
+        ([32, 32], True),  # actor and critic run as one block-diagonal MLP
+        ([], True),  # heads straight on the features
+        (dict(pi=[32], vf=[16, 16]), False),  # different depths: separate MLPs
+        ([200], False),  # too wide for the joint MLP to pay
+    ],
+    ids=["joint", "no-hidden", "separate", "wide"],
+)
+def test_numpy_actor_matches_torch_policy(space_env, kwargs, net_arch, joint):
+    model = PPO("MlpPolicy", space_env(), policy_kwargs=dict(net_arch=net_arch), seed=1, **kwargs)
     policy = model.policy
     actor = NumpyActorCritic.from_policy(policy, np.random.default_rng(0))
     assert actor is not None
+    assert (actor.joint_layers is not None) == joint
     obs = np.stack([model.observation_space.sample() for _ in range(6)]).astype(np.float32)
     if kwargs.get("use_sde"):
         policy.reset_noise(6)
@@ -334,6 +376,13 @@ def test_packed_minibatches_equal_per_field_indexing():
         assert th.equal(got, _take(expected, index))
     for got, expected in zip(old, old_params):
         assert th.equal(got, expected[index])
+    permutation = th.randperm(64)
+    minibatches = list(packed.minibatches(permutation, 24))  # one reordering per epoch, minibatches are its slices
+    assert [len(samples.advantages) for samples, _ in minibatches] == [24, 24, 16]
+    for (samples, old), start in zip(minibatches, (0, 24, 48)):
+        expected_samples, expected_old = packed.take(permutation[start : start + 24])
+        for got, expected in zip((*samples, *old), (*expected_samples, *expected_old)):
+            assert th.equal(got, expected)
     multi_input = PPO("MultiInputPolicy", SimpleMultiObsEnv(), n_steps=64, batch_size=16, n_epochs=1, policy_kwargs=TINY)
     multi_input.learn(64)
     assert _PackedRollout.pack(multi_input._rollout_data(), None) is None  # dict observations: per-field indexing

@@ -87,6 +87,29 @@ def _forward(layers: list[Layer], x: np.ndarray) -> np.ndarray:
     return x
 
 
+def _joint_layers(actor: list[Layer], critic: list[Layer], max_width: int = 128) -> list[Layer] | None:
+    """Actor and critic MLPs (heads included) as one MLP of twice the width: the first layer's weights side by
+    side (both read the features), the later ones block-diagonal, so that one matmul serves both networks (at a
+    few rows, each numpy call costs far more than its arithmetic). The zero blocks add exact zeros.
+
+    ``None`` when the two differ in depth or in an activation, or when a hidden layer is wider than
+    ``max_width``: then the zero blocks' arithmetic would cost more than the calls it saves."""
+    if len(actor) != len(critic) or any(a[2] is not c[2] for a, c in zip(actor, critic)):
+        return None
+    if any(layer[0].shape[1] > max_width for layer in actor[:-1] + critic[:-1]):
+        return None
+    joint: list[Layer] = []
+    for index, ((actor_weight, actor_bias, activation), (critic_weight, critic_bias, _)) in enumerate(zip(actor, critic)):
+        if index == 0:
+            weight = np.concatenate([actor_weight, critic_weight], axis=1)
+        else:
+            weight = np.zeros((actor_weight.shape[0] + critic_weight.shape[0], actor_weight.shape[1] + critic_weight.shape[1]), dtype=np.float32)
+            weight[: actor_weight.shape[0], : actor_weight.shape[1]] = actor_weight
+            weight[actor_weight.shape[0] :, actor_weight.shape[1] :] = critic_weight
+        joint.append((weight, np.concatenate([actor_bias, critic_bias]), activation))
+    return joint
+
+
 def _log_softmax(logits: np.ndarray) -> np.ndarray:
     shifted = logits - logits.max(axis=-1, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
@@ -114,6 +137,9 @@ class NumpyActorCritic:
         self.vf_layers = _mlp_layers(extractor.value_net)
         self.action_layer = _mlp_layers(nn.Sequential(policy.action_net))
         self.value_layer = _mlp_layers(nn.Sequential(policy.value_net))
+        self.joint_layers = _joint_layers(self.pi_layers + self.action_layer, self.vf_layers + self.value_layer)
+        self.n_action_params = self.action_layer[0][0].shape[1]
+        self.pi_width = self.pi_layers[-1][0].shape[1] if self.pi_layers else None
         self.action_dist = policy.action_dist
         self.action_shape = policy.action_space.shape
         # SB3's preprocessing: Discrete observations are one-hot encoded, MultiDiscrete ones are concatenated one-hots.
@@ -206,9 +232,15 @@ class NumpyActorCritic:
         :return: actions (shaped like the torch policy's), values ``(n,)`` and log-probabilities ``(n,)``.
         """
         features = self._features(observation)
-        latent_pi = _forward(self.pi_layers, features)
-        values = _forward(self.value_layer, _forward(self.vf_layers, features)).reshape(-1)
-        params = _forward(self.action_layer, latent_pi)
+        if self.joint_layers is not None:
+            hidden = _forward(self.joint_layers[:-1], features)
+            latent_pi = hidden[:, : self.pi_width] if self.pi_width is not None else features
+            outputs = _forward(self.joint_layers[-1:], hidden)
+            params, values = outputs[:, : self.n_action_params], outputs[:, self.n_action_params]
+        else:
+            latent_pi = _forward(self.pi_layers, features)
+            values = _forward(self.value_layer, _forward(self.vf_layers, features)).reshape(-1)
+            params = _forward(self.action_layer, latent_pi)
         n = len(features)
         dist = self.action_dist
         if self.log_std is not None:

@@ -40,6 +40,30 @@ def _take(value: Any, index: th.Tensor | slice) -> Any:
     return value[index]
 
 
+def _add_to_rollout_buffer(
+    buffer: RolloutBuffer,
+    observations: np.ndarray,
+    actions: np.ndarray,
+    rewards: np.ndarray,
+    episode_starts: np.ndarray,
+    values: np.ndarray,
+    log_probs: np.ndarray,
+) -> None:
+    """``RolloutBuffer.add`` for numpy values (the same writes, without its tensor round trips and copies)."""
+    if isinstance(buffer.observation_space, spaces.Discrete):
+        observations = observations.reshape((buffer.n_envs, *buffer.obs_shape))
+    position = buffer.pos
+    buffer.observations[position] = observations
+    buffer.actions[position] = actions.reshape((buffer.n_envs, buffer.action_dim))
+    buffer.rewards[position] = rewards
+    buffer.episode_starts[position] = episode_starts
+    buffer.values[position] = values.reshape(-1)
+    buffer.log_probs[position] = log_probs
+    buffer.pos += 1
+    if buffer.pos == buffer.buffer_size:
+        buffer.full = True
+
+
 OBJECTIVES = ("clip", "kl_penalty", "clip_kl_penalty")
 LR_KL_CADENCES = ("minibatch", "epoch")
 _LOG_SQRT_2PI = 0.5 * float(np.log(2.0 * np.pi))
@@ -72,7 +96,20 @@ class _PackedRollout:
         return cls(th.cat(columns, dim=1), widths, tuple(data.observations.shape[1:]), tuple(data.actions.shape[1:]), len(params))
 
     def take(self, index: th.Tensor) -> tuple[RolloutBufferSamples, DistributionParams | None]:
-        parts = th.split(self.packed[index], self.widths, dim=1)
+        """The samples (and collecting-policy parameters) of rows ``index``."""
+        return self._unpack(self.packed[index])
+
+    def minibatches(
+        self, permutation: th.Tensor, batch_size: int
+    ) -> Iterator[tuple[RolloutBufferSamples, DistributionParams | None]]:
+        """``take`` of each ``batch_size`` chunk of ``permutation``, from one reordering of the whole rollout (one
+        indexing operation per epoch; each minibatch is then a view)."""
+        shuffled = self.packed[permutation]
+        for start in range(0, len(shuffled), batch_size):
+            yield self._unpack(shuffled[start : start + batch_size])
+
+    def _unpack(self, rows: th.Tensor) -> tuple[RolloutBufferSamples, DistributionParams | None]:
+        parts = th.split(rows, self.widths, dim=1)
         observations, actions, old_values, old_log_prob, advantages, returns = parts[:6]
         samples = RolloutBufferSamples(
             observations.reshape(-1, *self.observation_shape),
@@ -382,6 +419,7 @@ class PPO(OnPolicyAlgorithm):
         low = self.action_space.low if clip_box else None
         high = self.action_space.high if clip_box else None
         resample_noise = self.use_sde and self.sde_sample_freq > 0
+        sb3_buffer = type(rollout_buffer) is RolloutBuffer
 
         while n_steps < n_rollout_steps:
             if resample_noise and n_steps % self.sde_sample_freq == 0:
@@ -389,7 +427,7 @@ class PPO(OnPolicyAlgorithm):
                 actor.refresh_noise()
 
             actions, values_np, log_probs_np = actor.act(self._last_obs)  # type: ignore[arg-type]
-            clipped_actions = np.clip(actions, low, high) if clip_box else actions
+            clipped_actions = np.minimum(np.maximum(actions, low), high) if clip_box else actions  # np.clip, faster
             new_obs, rewards, dones, infos = env.step(clipped_actions)
             self.num_timesteps += env.num_envs
             values, log_probs = th.from_numpy(values_np), th.from_numpy(log_probs_np)
@@ -410,7 +448,10 @@ class PPO(OnPolicyAlgorithm):
                     if terminal_obs is not None and infos[idx].get("TimeLimit.truncated", False):
                         rewards[idx] += self.gamma * actor.predict_values(np.asarray(terminal_obs)[None])[0]
 
-            rollout_buffer.add(self._last_obs, actions, rewards, self._last_episode_starts, values, log_probs)  # type: ignore[arg-type]
+            if sb3_buffer:
+                _add_to_rollout_buffer(rollout_buffer, self._last_obs, actions, rewards, self._last_episode_starts, values_np, log_probs_np)
+            else:
+                rollout_buffer.add(self._last_obs, actions, rewards, self._last_episode_starts, values, log_probs)  # type: ignore[arg-type]
             self._last_obs = new_obs  # type: ignore[assignment]
             self._last_episode_starts = dones
 
@@ -452,13 +493,13 @@ class PPO(OnPolicyAlgorithm):
         size = len(data.advantages)
         fields = type(data)
         permutation = th.randperm(size, device=self.device)
+        if packed is not None:
+            yield from packed.minibatches(permutation, self.batch_size)
+            return
         for start in range(0, size, self.batch_size):
             index = permutation[start : start + self.batch_size]
-            if packed is not None:
-                yield packed.take(index)
-            else:
-                old = tuple(column[index] for column in old_params) if old_params is not None else None
-                yield fields(*(_take(value, index) for value in data)), old
+            old = tuple(column[index] for column in old_params) if old_params is not None else None
+            yield fields(*(_take(value, index) for value in data)), old
 
     def _direct_head(self) -> str | None:
         """Which action head the update evaluates with direct tensor maths (no ``torch.distributions`` objects)."""
