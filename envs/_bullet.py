@@ -104,7 +104,8 @@ def check_action(action: Any, action_space: spaces.Space) -> np.ndarray:
     """
     if isinstance(action_space, spaces.Discrete):
         value = np.asarray(action)
-        if value.size != 1 or not np.issubdtype(value.dtype, np.integer) and not float(value).is_integer():
+        integral = value.dtype.kind in "iub" or (value.dtype.kind == "f" and value.size == 1 and float(value).is_integer())
+        if value.size != 1 or not integral:
             raise ValueError(f"action must be a single integer for {action_space}, got {action!r}")
         index = int(value.reshape(()))
         if not action_space.start <= index < action_space.start + action_space.n:

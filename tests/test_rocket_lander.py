@@ -279,7 +279,7 @@ def test_bad_continuous_action_raises(action) -> None:
     env.close()
 
 
-@pytest.mark.parametrize("action", [7, -1, 1.5, [1, 2]])
+@pytest.mark.parametrize("action", [7, -1, 1.5, [1, 2], "a", None])
 def test_bad_discrete_action_raises(action) -> None:
     env = RocketLanderEnv(continuous=False)
     env.reset(seed=0)
