@@ -1,4 +1,4 @@
-"""ClippedFusedAdam: the same maths as clip_grad_norm_ + a fused Adam/AdamW step, bit for bit, and only where it can be."""
+"""ClippedStep: the same maths as clip_grad_norm_ + a fused Adam/AdamW step, bit for bit, and only where it can be."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import copy
 import pytest
 import torch as th
 
-from sb3_ppo_ext.ppo.optim import ClippedFusedAdam
+from sb3_ppo_ext.ppo.optim import ClippedStep
 
 
 def _network() -> th.nn.Module:
@@ -39,8 +39,8 @@ def test_steps_equal_clip_grad_norm_and_fused_step_exactly(optimizer_class, kwar
     reference_optimizer = optimizer_class(reference.parameters(), fused=True, **kwargs)
     our_optimizer = optimizer_class(ours.parameters(), fused=True, **kwargs)
     parameters = list(ours.parameters())
-    assert ClippedFusedAdam.supports(our_optimizer, parameters)
-    step = ClippedFusedAdam(our_optimizer, parameters, max_norm)
+    assert ClippedStep.supports(our_optimizer, parameters)
+    step = ClippedStep(our_optimizer, parameters, max_norm)
     for seed in range(6):
         if seed == 3:
             for group in (*reference_optimizer.param_groups, *our_optimizer.param_groups):
@@ -64,7 +64,7 @@ def test_a_parameter_without_gradient_steps_through_torch():
     ours = copy.deepcopy(reference)
     reference_optimizer = th.optim.Adam(reference.parameters(), lr=1e-2, fused=True)
     our_optimizer = th.optim.Adam(ours.parameters(), lr=1e-2, fused=True)
-    step = ClippedFusedAdam(our_optimizer, list(ours.parameters()), 0.5)
+    step = ClippedStep(our_optimizer, list(ours.parameters()), 0.5)
     for seed in range(3):
         for network, optimizer in ((reference, reference_optimizer), (ours, None)):
             _backward(network, seed)
@@ -81,19 +81,54 @@ def test_a_parameter_without_gradient_steps_through_torch():
 def test_supports_only_what_it_mirrors():
     network = _network()
     parameters = list(network.parameters())
-    assert ClippedFusedAdam.supports(th.optim.Adam(parameters, fused=True), parameters)
-    assert not ClippedFusedAdam.supports(th.optim.Adam(parameters), parameters)  # not fused: other kernels
-    assert not ClippedFusedAdam.supports(th.optim.Adam(parameters, foreach=True), parameters)
-    assert not ClippedFusedAdam.supports(th.optim.SGD(parameters, lr=0.1), parameters)
-    assert not ClippedFusedAdam.supports(th.optim.Adam(parameters[:2], fused=True), parameters)  # clips more than it steps
-    assert not ClippedFusedAdam.supports(th.optim.Adam(parameters, lr=th.tensor(1e-3), fused=True), parameters)
+    assert ClippedStep.supports(th.optim.Adam(parameters, fused=True), parameters)
+    assert not ClippedStep.supports(th.optim.Adam(parameters), parameters)  # not fused: other kernels
+    assert not ClippedStep.supports(th.optim.Adam(parameters, foreach=True), parameters)
+    assert not ClippedStep.supports(th.optim.SGD(parameters, lr=0.1), parameters)
+    assert not ClippedStep.supports(th.optim.Adam(parameters[:2], fused=True), parameters)  # clips more than it steps
+    assert not ClippedStep.supports(th.optim.Adam(parameters, lr=th.tensor(1e-3), fused=True), parameters)
     hooked = th.optim.Adam(parameters, fused=True)
     hooked.register_step_pre_hook(lambda optimizer, args, kwargs: None)
-    assert not ClippedFusedAdam.supports(hooked, parameters)  # user hooks run through torch's step
+    assert not ClippedStep.supports(hooked, parameters)  # user hooks run through torch's step
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     handle = register_optimizer_step_post_hook(lambda optimizer, args, kwargs: None)
     try:
-        assert not ClippedFusedAdam.supports(th.optim.Adam(parameters, fused=True), parameters)
+        assert not ClippedStep.supports(th.optim.Adam(parameters, fused=True), parameters)
     finally:
         handle.remove()
+
+
+def test_anything_else_steps_through_torch():
+    reference = _network()
+    ours = copy.deepcopy(reference)
+    reference_optimizer = th.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
+    our_optimizer = th.optim.SGD(ours.parameters(), lr=0.1, momentum=0.9)
+    step = ClippedStep(our_optimizer, list(ours.parameters()), 0.5)
+    assert not step.direct
+    for seed in range(3):
+        _backward(reference, seed)
+        th.nn.utils.clip_grad_norm_(reference.parameters(), 0.5)
+        reference_optimizer.step()
+        step.zero_grad()
+        _backward(ours, seed)
+        step.step()
+    for expected, actual in zip(reference.parameters(), ours.parameters()):
+        assert th.equal(expected, actual)
+    step.zero_grad()
+    assert all(parameter.grad is None for parameter in ours.parameters())
+
+
+def test_fused_adam_only_inside_the_block_and_only_where_the_user_chose_nothing():
+    from sb3_ppo_ext.ppo.optim import fused_adam
+
+    network = _network()
+    first, second = list(network[0].parameters()), list(network[2].parameters())
+    optimizer = th.optim.Adam([{"params": first}, {"params": second, "foreach": True}], lr=1e-3)
+    with fused_adam(optimizer):
+        assert optimizer.param_groups[0]["fused"] is True
+        assert not optimizer.param_groups[1]["fused"]  # the user asked for foreach: left alone
+    assert [group["fused"] for group in optimizer.param_groups] == [None, None]  # restored: saved states stay plain
+    sgd = th.optim.SGD(network.parameters(), lr=0.1)
+    with fused_adam(sgd):
+        assert "fused" not in sgd.param_groups[0] or not sgd.param_groups[0]["fused"]

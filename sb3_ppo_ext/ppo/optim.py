@@ -2,13 +2,15 @@
 
 ``clip_grad_norm_`` followed by ``Adam(fused=True).step()`` spends most of a small PPO minibatch's optimiser time in
 Python: grouping tensors by device and dtype, walking parameter groups, profiler and hook wrappers. The tensors do
-not change between minibatches, so :class:`ClippedFusedAdam` collects them once and then calls the same kernels
+not change between minibatches, so :class:`ClippedStep` collects them once and then calls the same kernels
 (``_foreach_norm``, ``_foreach_mul_``, ``_fused_adam_``/``_fused_adamw_``) in the same order with the same arguments:
 the same maths, only the bookkeeping is skipped. Anything it cannot mirror exactly is left to torch.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch as th
@@ -28,16 +30,41 @@ def _fused_kernel_devices() -> set[str]:
         return set()
 
 
-class ClippedFusedAdam:
-    """``clip_grad_norm_(parameters, max_norm)`` then ``optimizer.step()`` for an Adam/AdamW optimizer whose groups
-    run the fused kernel, with the per-step bookkeeping done once.
+@contextmanager
+def fused_adam(optimizer: th.optim.Optimizer) -> Iterator[None]:
+    """Inside the block, the Adam/AdamW parameter groups that can run torch's fused kernel run it (the same maths, one
+    kernel for all tensors); their ``fused`` setting is restored afterwards, so that saved optimizer states stay as
+    the user made them. Left alone: groups where the user chose ``fused``, ``foreach`` or ``differentiable``, and
+    parameters on a device without a fused kernel."""
+    groups = []
+    if type(optimizer) in (th.optim.Adam, th.optim.AdamW):
+        devices = _fused_kernel_devices()
+        for group in optimizer.param_groups:
+            if group.get("fused") or group.get("foreach") or group.get("differentiable"):
+                continue
+            if all(p.device.type in devices and p.is_floating_point() for p in group["params"]):
+                groups.append((group, group.get("fused")))
+    for group, _ in groups:
+        group["fused"] = True
+    try:
+        yield
+    finally:
+        for group, fused in groups:
+            group["fused"] = fused
 
-    Use :meth:`supports` first. Steps go through torch until the optimizer has created its state for every
-    parameter (its first step), and whenever a parameter has no gradient; after that, through the kernels directly.
-    Reading the learning rate and the other group settings at every step, it follows a schedule or an adaptive rate.
 
-    :param optimizer: the optimizer (``torch.optim.Adam`` or ``AdamW``), its groups set to ``fused=True``.
-    :param parameters: the parameters whose gradients are clipped together: exactly the optimizer's, in its order.
+class ClippedStep:
+    """``clip_grad_norm_(parameters, max_norm)`` then ``optimizer.step()``, with its per-step bookkeeping done once
+    where that is exact.
+
+    The direct path (:meth:`supports`) is taken for an Adam/AdamW optimizer whose groups run the fused kernel,
+    once the optimizer has created its state (after its first step) and whenever every parameter has a gradient;
+    anything else steps through torch as usual. Reading the learning rate and the other group settings at every
+    step, it follows a schedule or an adaptive rate.
+
+    :param optimizer: the optimizer.
+    :param parameters: the parameters whose gradients are clipped together (for the direct path: exactly the
+        optimizer's, in its order).
     :param max_norm: the maximum total 2-norm of the gradients.
     """
 
@@ -45,7 +72,8 @@ class ClippedFusedAdam:
         self.optimizer = optimizer
         self.parameters = parameters
         self.max_norm = float(max_norm)
-        self._groups = self._collect()
+        self.direct = self.supports(optimizer, parameters)
+        self._groups = self._collect() if self.direct else None
 
     @staticmethod
     def supports(optimizer: th.optim.Optimizer, parameters: list[th.nn.Parameter]) -> bool:
@@ -96,13 +124,21 @@ class ClippedFusedAdam:
             start += len(params)
         return groups
 
+    def zero_grad(self) -> None:
+        """``optimizer.zero_grad(set_to_none=True)``."""
+        if self.direct:
+            for parameter in self.parameters:  # the optimizer's own parameters
+                parameter.grad = None
+        else:
+            self.optimizer.zero_grad(set_to_none=True)
+
     def step(self) -> None:
-        """Clip the gradients of ``parameters`` to ``max_norm`` in total and take one Adam step."""
+        """Clip the gradients of ``parameters`` to ``max_norm`` in total and take one optimizer step."""
         grads = [p.grad for p in self.parameters]
         if self._groups is None or any(grad is None for grad in grads):
             th.nn.utils.clip_grad_norm_(self.parameters, self.max_norm)
             self.optimizer.step()
-            if self._groups is None:
+            if self.direct and self._groups is None:
                 self._groups = self._collect()
             return
         with th.no_grad():

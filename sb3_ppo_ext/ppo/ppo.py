@@ -27,7 +27,7 @@ from torch.nn import functional as F
 from sb3_ppo_ext.ppo.adaptive import adapt_kl_coef, adapt_learning_rate
 from sb3_ppo_ext.ppo.kl import AnalyticKL, DistributionParams, k3_kl
 from sb3_ppo_ext.ppo.numpy_policy import NumpyActorCritic
-from sb3_ppo_ext.ppo.optim import ClippedFusedAdam
+from sb3_ppo_ext.ppo.optim import ClippedStep, fused_adam
 from sb3_ppo_ext.validation import check_choice, check_int, check_number, check_positive
 
 SelfPPO = TypeVar("SelfPPO", bound="PPO")
@@ -565,25 +565,6 @@ class PPO(OnPolicyAlgorithm):
                 parts.append(tuple(t.detach() for t in analytic.params(self.policy.get_distribution(obs))))
         return tuple(th.cat(columns) for columns in zip(*parts))
 
-    def _fused_adam_groups(self) -> list[dict[str, Any]]:
-        """Adam/AdamW parameter groups that may run the fused kernel: same maths, one kernel for all tensors.
-
-        Left alone when the user chose ``fused``/``foreach``/``differentiable`` or a device has no fused kernel.
-        """
-        optimizer = self.policy.optimizer
-        if type(optimizer) not in (th.optim.Adam, th.optim.AdamW):
-            return []
-        from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
-
-        devices = set(_get_fused_kernels_supported_devices())
-        groups = []
-        for group in optimizer.param_groups:
-            if group.get("fused") or group.get("foreach") or group.get("differentiable"):
-                continue
-            if all(p.device.type in devices and p.is_floating_point() for p in group["params"]):
-                groups.append(group)
-        return groups
-
     def _set_learning_rate(self, learning_rate: float) -> None:
         for group in self.policy.optimizer.param_groups:
             group["lr"] = learning_rate
@@ -698,20 +679,15 @@ class PPO(OnPolicyAlgorithm):
         parameters = list(self.policy.parameters())  # policy.parameters() walks every module: once per update
         loss_function = self._loss_function()
         scalars = self._loss_scalars(clip_range, clip_range_vf, kl_coef)
-        fused_groups = [(group, group.get("fused")) for group in self._fused_adam_groups()]
-        for group, _ in fused_groups:
-            group["fused"] = True  # only during the update, so that saved optimizer states stay plain Adam
         optimizer = self.policy.optimizer
-        clipped_step = None
-        if ClippedFusedAdam.supports(optimizer, parameters):
-            clipped_step = ClippedFusedAdam(optimizer, parameters, self.max_grad_norm)
 
         # Per-minibatch statistics are kept as tensors and averaged once at the end (one sync instead of many).
         stats: list[th.Tensor] = []
         learning_rates: list[float] = []
         epoch_kls: list[th.Tensor] = []
         continue_training = True
-        try:
+        with fused_adam(optimizer):
+            clipped_step = ClippedStep(optimizer, parameters, self.max_grad_norm)
             for epochs_done in range(self.n_epochs):
                 epoch_kls.clear()
                 for rollout_data, old in self._epoch(data, old_params, packed):
@@ -723,16 +699,9 @@ class PPO(OnPolicyAlgorithm):
                             self.logger.info(f"Early stopping at step {epochs_done} due to reaching max kl: {approx_kl.item():.2f}")
                         break
 
-                    if clipped_step is not None:
-                        for parameter in parameters:  # zero_grad(set_to_none=True): these are the optimizer's
-                            parameter.grad = None
-                        loss.backward()
-                        clipped_step.step()
-                    else:
-                        optimizer.zero_grad(set_to_none=True)
-                        loss.backward()
-                        th.nn.utils.clip_grad_norm_(parameters, self.max_grad_norm)
-                        optimizer.step()
+                    clipped_step.zero_grad()
+                    loss.backward()
+                    clipped_step.step()  # clip_grad_norm_(parameters, max_grad_norm), then optimizer.step()
 
                     learning_rates.append(optimizer.param_groups[0]["lr"])
                     stats.append(minibatch_stats)
@@ -746,9 +715,6 @@ class PPO(OnPolicyAlgorithm):
                 self._n_updates += 1
                 if not continue_training:
                     break
-        finally:
-            for group, fused in fused_groups:
-                group["fused"] = fused
 
         stacked_stats = th.stack(stats) if stats else None
         update_kl = None
