@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import csv
+import functools
 import glob
 import importlib.util
 import os
@@ -259,6 +260,19 @@ def test_video_callback_records_during_training_with_step_in_name(tmp_path):
     assert callback.env is None  # the env it created from the id is closed at the end
 
 
+@needs_rendering
+def test_video_env_created_from_an_id_gets_the_env_wrapper(tmp_path):
+    model = _ppo(make_vec_env("Pendulum-v1", seed=0))
+    short_episodes = functools.partial(gym.wrappers.TimeLimit, max_episode_steps=4)
+    callback = VideoRecorderCallback(  # Pendulum: every frame differs (a GIF merges identical ones)
+        "Pendulum-v1", video_freq=64, video_folder=str(tmp_path), max_steps=100, gif=True, mp4=False,
+        env_wrapper=short_episodes,
+    )
+    model.learn(64, callback=callback)
+    (gif,) = callback.written
+    assert imageio.v3.imread(gif, index=None).shape[0] == 4 + 1  # the wrapper ended the episode: reset + 4 steps
+
+
 def test_video_bad_inputs(tmp_path, monkeypatch):
     (tmp_path / "a_file").write_text("not a folder")
     with pytest.raises(ValueError, match="video_folder must be a folder that can be written"):
@@ -269,6 +283,11 @@ def test_video_bad_inputs(tmp_path, monkeypatch):
         VideoRecorderCallback(gym.make("CartPole-v1"), video_freq=10, video_folder=str(tmp_path))
     with pytest.raises(ValueError, match="registered gymnasium env id"):
         VideoRecorderCallback("NoSuchEnv-v9", video_freq=10, video_folder=str(tmp_path))
+    with pytest.raises(ValueError, match="env_wrapper must be a callable"):
+        VideoRecorderCallback("CartPole-v1", video_freq=10, video_folder=str(tmp_path), env_wrapper="TimeLimit")
+    with pytest.raises(ValueError, match="env_wrapper applies to an env created from an id"):
+        VideoRecorderCallback(gym.make("CartPole-v1", render_mode="rgb_array"), video_freq=10,
+                              video_folder=str(tmp_path), env_wrapper=gym.wrappers.TimeLimit)
     callback = VideoRecorderCallback("CallbackTestNoRender-v0", video_freq=10, video_folder=str(tmp_path))
     model = _ppo(make_vec_env("CartPole-v1"))
     with pytest.raises(ValueError, match="env must render in 'rgb_array' mode"):
@@ -426,6 +445,17 @@ def test_live_view_refreshes_a_gif_and_stops_when_training_ends(tmp_path):
     assert not _live_threads()
     frames = imageio.v3.imread(path, index=None)
     assert 1 <= frames.shape[0] <= 20 and frames.shape[1:] == (200, 300, 3)  # 400 x 600 downsampled by 2
+
+
+@needs_rendering
+def test_live_view_plays_the_env_through_the_env_wrapper(tmp_path):
+    path = str(tmp_path / "live.gif")
+    live = LiveViewCallback(  # Pendulum: every frame differs (a GIF merges identical ones)
+        "Pendulum-v1", mode="file", output_path=path, fps=200, sync_interval=0.0, max_frames=50, niceness=3,
+        idle_scheduling=False, env_wrapper=functools.partial(gym.wrappers.TimeLimit, max_episode_steps=3),
+    )
+    _ppo(make_vec_env("Pendulum-v1")).learn(192, callback=[live, WaitForFile(path, step=64)])
+    assert imageio.v3.imread(path, index=None).shape[0] == 3  # one frame per step of a 3-step episode
 
 
 @needs_rendering

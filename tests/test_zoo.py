@@ -328,6 +328,36 @@ CartPole-v1:
         assert yaml.safe_load(file)["normalize"] == {"norm_obs": True, "norm_reward": False}
 
 
+def test_video_callback_of_the_trained_env_gets_the_config_env_wrapper(tmp_path):
+    imageio = pytest.importorskip("imageio")
+    config = tmp_path / "wrapped.yml"
+    videos = tmp_path / "videos"
+    config.write_text(f"""
+Pendulum-v1:
+  policy: 'MlpPolicy'
+  n_timesteps: 64
+  n_steps: 64
+  batch_size: 64
+  n_epochs: 1
+  policy_kwargs: "dict(net_arch=[16])"
+  env_wrapper:
+    - gymnasium.wrappers.TimeLimit:
+        max_episode_steps: 4
+  callback:
+    - sb3_ppo_ext.callbacks.VideoRecorderCallback:
+        env: Pendulum-v1
+        video_freq: 1000
+        video_folder: {videos}
+        max_steps: 100
+        gif: true
+        mp4: false
+""")
+    main(train_argv("Pendulum-v1", tmp_path, 64, "-conf", str(config)))
+    (gif,) = glob.glob(str(videos / "*.gif"))
+    # The video env went through the config's TimeLimit(4): reset frame + 4 steps (Pendulum's own limit is 200).
+    assert imageio.v3.imread(gif, index=None).shape[0] == 5
+
+
 def test_misspelt_config_key_names_the_nearest_valid_key(tmp_path):
     config = tmp_path / "typo.yml"
     config.write_text("CartPole-v1:\n  policy: 'MlpPolicy'\n  n_timesteps: 1000\n  lr_kl_traget: 0.01\n")

@@ -136,8 +136,15 @@ def check_env_spec(name: str, env: Any, env_kwargs: Any) -> None:
         raise ValueError(f"env_kwargs is only used when {name} is an env id string, got env_kwargs={env_kwargs!r}")
 
 
-def make_render_env(name: str, env: str | gym.Env, env_kwargs: dict[str, Any] | None, render_mode: str) -> gym.Env:
-    """The environment to render: created from an id with ``render_mode``, or an instance checked for that mode.
+def make_render_env(
+    name: str,
+    env: str | gym.Env,
+    env_kwargs: dict[str, Any] | None,
+    render_mode: str,
+    env_wrapper: Callable[[gym.Env], gym.Env] | None = None,
+) -> gym.Env:
+    """The environment to render: created from an id with ``render_mode`` (then wrapped by ``env_wrapper``), or an
+    instance checked for that mode.
 
     :raises ValueError: when the environment does not support ``render_mode``.
     """
@@ -145,9 +152,20 @@ def make_render_env(name: str, env: str | gym.Env, env_kwargs: dict[str, Any] | 
         check_declared_render_mode(name, env, env_kwargs, render_mode)
         created = gym.make(env, render_mode=render_mode, **(env_kwargs or {}))
         check_render_mode(name, created, render_mode)
-        return created
+        return created if env_wrapper is None else env_wrapper(created)
     check_render_mode(name, env, render_mode)
     return env
+
+
+def check_env_wrapper(env: str | gym.Env, env_wrapper: Any) -> Callable[[gym.Env], gym.Env] | None:
+    """``env_wrapper`` if it is ``None`` or a callable applied to an env created from an id; else ``ValueError``."""
+    if env_wrapper is None:
+        return None
+    if not callable(env_wrapper):
+        raise ValueError(f"env_wrapper must be a callable taking and returning a gymnasium.Env, got {env_wrapper!r}")
+    if not isinstance(env, str):
+        raise ValueError("env_wrapper applies to an env created from an id; wrap an env instance before passing it")
+    return env_wrapper
 
 
 def declared_render_modes(env_id: str, env_kwargs: dict[str, Any] | None = None) -> list[str]:

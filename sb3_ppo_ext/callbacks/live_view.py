@@ -10,6 +10,7 @@ import threading
 import time
 import traceback
 import warnings
+from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +19,13 @@ import gymnasium as gym
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
-from sb3_ppo_ext.callbacks._common import check_declared_render_mode, check_env_spec, check_writable_dir, find_vec_normalize
+from sb3_ppo_ext.callbacks._common import (
+    check_declared_render_mode,
+    check_env_spec,
+    check_env_wrapper,
+    check_writable_dir,
+    find_vec_normalize,
+)
 from sb3_ppo_ext.callbacks._media import check_video_dependencies, pad_to_even
 from sb3_ppo_ext.validation import check_choice, check_int, check_number, check_positive
 
@@ -75,6 +82,8 @@ class LiveViewCallback(BaseCallback):
     :param downsample: keep every ``downsample``-th pixel row and column of written frames (1: full size), >= 1.
     :param deterministic: act with the distribution's mode.
     :param env_kwargs: keyword arguments for ``gymnasium.make``.
+    :param env_wrapper: applied to the viewer's env after ``gymnasium.make`` (sent to the viewer with cloudpickle;
+        the zoo CLI passes the config's ``env_wrapper`` when ``env`` is the trained env's id).
     :param seed: seed of the viewer env's first reset.
     :param start_method: ``multiprocessing`` start method (``"spawn"``, ``"forkserver"`` or ``"fork"``).
     :param stop_timeout: seconds to wait for the viewer to exit before terminating it, > 0.
@@ -98,6 +107,7 @@ class LiveViewCallback(BaseCallback):
         seed: int | None = 0,
         start_method: str = "spawn",
         stop_timeout: float = 10.0,
+        env_wrapper: Callable[[gym.Env], gym.Env] | None = None,
         verbose: int = 0,
     ) -> None:
         super().__init__(verbose)
@@ -106,6 +116,7 @@ class LiveViewCallback(BaseCallback):
         check_env_spec("env", env, env_kwargs)
         self.env_id = env
         self.env_kwargs = dict(env_kwargs or {})
+        self.env_wrapper = check_env_wrapper(env, env_wrapper)
         self.mode = check_choice("mode", mode, LIVE_VIEW_MODES)
         if not isinstance(output_path, (str, os.PathLike)) or not os.fspath(output_path).lower().endswith(VIDEO_EXTENSIONS):
             raise ValueError(f"output_path must be a file path ending in one of {VIDEO_EXTENSIONS}, got {output_path!r}")
@@ -177,7 +188,7 @@ class LiveViewCallback(BaseCallback):
         policy = self.model.policy
         constructor = policy._get_constructor_parameters()
         constructor["lr_schedule"] = _zero_learning_rate  # the viewer never trains; user schedules may not pickle
-        spec = cloudpickle.dumps((type(policy), constructor))
+        spec = cloudpickle.dumps((type(policy), constructor, self.env_wrapper))
         config = {
             "env_id": self.env_id,
             "env_kwargs": self.env_kwargs,
@@ -327,10 +338,12 @@ def _viewer_main(spec: bytes, config: dict[str, Any], weights: Any, stop: Any, r
     import torch as th
 
     th.set_num_threads(1)
-    policy_class, constructor = cloudpickle.loads(spec)
+    policy_class, constructor, env_wrapper = cloudpickle.loads(spec)
     policy = policy_class(**constructor)
     policy.set_training_mode(False)
     env = gym.make(config["env_id"], render_mode=config["render_mode"], **config["env_kwargs"])
+    if env_wrapper is not None:
+        env = env_wrapper(env)
     ready.set()
     try:
         _view(policy, env, config, weights, stop)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -12,6 +13,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from sb3_ppo_ext.callbacks._common import (
     StepSchedule,
     check_env_spec,
+    check_env_wrapper,
     check_frequency,
     check_render_mode,
     check_writable_dir,
@@ -42,6 +44,8 @@ class VideoRecorderCallback(BaseCallback):
     :param mp4: write an MP4.
     :param name_prefix: file name prefix.
     :param env_kwargs: keyword arguments for ``gymnasium.make`` when ``env`` is an id.
+    :param env_wrapper: applied to the env created from an id (e.g. the training env's wrappers; the zoo CLI passes
+        the config's ``env_wrapper`` when ``env`` is the trained env's id).
     :param seed: seed of the first episode's reset of each video (``None``: not reseeded).
     :param record_on_training_end: also record when training ends.
     :param verbose: 0 silent, 1 or more: log each file written.
@@ -62,6 +66,7 @@ class VideoRecorderCallback(BaseCallback):
         env_kwargs: dict[str, Any] | None = None,
         seed: int | None = 0,
         record_on_training_end: bool = True,
+        env_wrapper: Callable[[gym.Env], gym.Env] | None = None,
         verbose: int = 0,
     ) -> None:
         super().__init__(verbose)
@@ -70,6 +75,7 @@ class VideoRecorderCallback(BaseCallback):
             check_render_mode("env", env, "rgb_array")
         self.env_spec = env
         self.env_kwargs = dict(env_kwargs or {})
+        self.env_wrapper = check_env_wrapper(env, env_wrapper)
         self.video_freq = check_frequency("video_freq", video_freq)
         self.video_folder = check_writable_dir("video_folder", video_folder)
         self.n_episodes = check_int("n_episodes", n_episodes, minimum=1)
@@ -95,7 +101,7 @@ class VideoRecorderCallback(BaseCallback):
     def _init_callback(self) -> None:
         check_writable_dir("video_folder", self.video_folder)
         if self.env is None:
-            self.env = make_render_env("env", self.env_spec, self.env_kwargs, "rgb_array")
+            self.env = make_render_env("env", self.env_spec, self.env_kwargs, "rgb_array", self.env_wrapper)
 
     def _on_training_start(self) -> None:
         self._schedule.start(self.num_timesteps)

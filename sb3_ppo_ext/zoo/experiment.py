@@ -105,6 +105,21 @@ class SafeExperimentManager(ExperimentManager):
             saved_hyperparams["normalize"] = dict(parsed["normalize"])
         return parsed, saved_hyperparams
 
+    def _preprocess_hyperparams(self, hyperparams: dict[str, Any]) -> tuple[dict[str, Any], Any, list, Any]:
+        """rl-zoo3's pre-processing; then our video and live-view callbacks that play the trained env's id get the
+        config's ``env_wrapper`` (unless they were given one), so that they see the env the policy was trained on."""
+        hyperparams, env_wrapper, callbacks, vec_env_wrapper = super()._preprocess_hyperparams(hyperparams)
+        if env_wrapper is not None:
+            from sb3_ppo_ext.callbacks import LiveViewCallback, VideoRecorderCallback
+
+            for callback in callbacks:
+                played = getattr(callback, "env_spec", None) if isinstance(callback, VideoRecorderCallback) else None
+                if isinstance(callback, LiveViewCallback):
+                    played = callback.env_id
+                if played == self.env_name.gym_id and callback.env_wrapper is None:
+                    callback.env_wrapper = env_wrapper
+        return hyperparams, env_wrapper, callbacks, vec_env_wrapper
+
     def hyperparameters_optimization(self) -> None:
         """rl-zoo3's search, with the settings given by ``--hyperparams`` kept fixed rather than sampled."""
         pinned = dict(self.custom_hyperparams or {})
