@@ -148,3 +148,46 @@ def test_export_callback_fails_at_creation_without_onnx(tmp_path, monkeypatch):
     with pytest.raises(ImportError, match=r"sb3-ppo-ext\[export\]"):
         ExportPolicyCallback(str(tmp_path), formats="onnx")
     ExportPolicyCallback(str(tmp_path), formats="torchscript")  # TorchScript needs only torch
+
+
+class _BoxAndDiscreteObservations(__import__("gymnasium").Env):
+    """A Dict observation with a vector and a Discrete key (one-hot encoded by the policy's preprocessing)."""
+
+    def __init__(self):
+        from gymnasium import spaces
+
+        self.observation_space = spaces.Dict({"position": spaces.Box(-5, 5, (3,)), "mode": spaces.Discrete(4)})
+        self.action_space = spaces.Box(-1, 1, (2,))
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), float(np.sum(action)), False, False, {}
+
+
+@pytest.mark.parametrize("env_class", [_BoxAndDiscreteObservations, "SimpleMultiObsEnv"], ids=["box-discrete", "image-vector"])
+def test_dict_observations_export_one_input_per_key(tmp_path, env_class):
+    from gymnasium.wrappers import TimeLimit
+    from stable_baselines3.common.envs import SimpleMultiObsEnv
+
+    make = SimpleMultiObsEnv if env_class == "SimpleMultiObsEnv" else env_class
+    normalized_key = "vec" if env_class == "SimpleMultiObsEnv" else "position"
+    env = VecNormalize(make_vec_env(lambda: TimeLimit(make(), 50), n_envs=2, seed=0), norm_obs_keys=[normalized_key],
+                       clip_obs=2.0)
+    model = PPO("MultiInputPolicy", env, n_steps=32, batch_size=32, n_epochs=1, policy_kwargs=TINY, seed=0)
+    model.learn(64)
+    space = model.observation_space
+    rng = np.random.default_rng(2)
+    raw = {key: np.stack([sub.sample() for _ in range(16)]).astype(np.float32) for key, sub in space.spaces.items()}
+    raw[normalized_key] = (rng.normal(size=raw[normalized_key].shape) * 3.0).astype(np.float32)  # some hit clip_obs
+    expected, _ = model.predict(env.normalize_obs(raw), deterministic=True)
+    onnx_path = export_onnx(model, str(tmp_path / "policy.onnx"))
+    session = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+    assert [node.name for node in session.get_inputs()] == list(space.spaces)
+    np.testing.assert_allclose(session.run(["action"], raw)[0], expected, atol=1e-5, rtol=0)
+    scripted = th.jit.load(export_torchscript(model, str(tmp_path / "policy.pt")))
+    with th.no_grad():
+        actions = scripted(*(th.as_tensor(raw[key]) for key in space.spaces)).numpy()
+    np.testing.assert_allclose(actions, expected, atol=1e-5, rtol=0)

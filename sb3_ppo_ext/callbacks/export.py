@@ -44,9 +44,13 @@ _MODES = {
 class DeterministicPolicy(th.nn.Module):
     """``raw observation -> action`` of an SB3 actor-critic policy, as a traceable module.
 
+    Called with one tensor per observation, or, for a ``Dict`` observation space, one tensor per key in the space's
+    key order (:attr:`input_names`).
+
     :param policy: the trained ``ActorCriticPolicy`` (its modules are shared, not copied).
-    :param obs_mean: ``VecNormalize`` observation mean, or ``None`` for no normalisation.
-    :param obs_var: ``VecNormalize`` observation variance.
+    :param obs_mean: ``VecNormalize`` observation mean (for a ``Dict`` space: a dict over the normalised keys), or
+        ``None`` for no normalisation.
+    :param obs_var: ``VecNormalize`` observation variance, shaped like ``obs_mean``.
     :param epsilon: ``VecNormalize.epsilon``.
     :param clip_obs: ``VecNormalize.clip_obs``.
     """
@@ -54,8 +58,8 @@ class DeterministicPolicy(th.nn.Module):
     def __init__(
         self,
         policy: ActorCriticPolicy,
-        obs_mean: np.ndarray | None = None,
-        obs_var: np.ndarray | None = None,
+        obs_mean: np.ndarray | dict[str, np.ndarray] | None = None,
+        obs_var: np.ndarray | dict[str, np.ndarray] | None = None,
         epsilon: float = 1e-8,
         clip_obs: float = 10.0,
     ) -> None:
@@ -63,12 +67,23 @@ class DeterministicPolicy(th.nn.Module):
         check_exportable(policy)
         self.policy = policy
         self.mode = _MODES[type(policy.action_dist)]
-        self.normalize = obs_mean is not None
+        space = policy.observation_space
+        self.keys: list[str] | None = list(space.spaces) if isinstance(space, spaces.Dict) else None
+        #: The graph's input names: ``obs``, or the observation keys.
+        self.input_names = list(self.keys) if self.keys is not None else ["obs"]
+        #: Positions of the inputs that are normalised.
+        self.normalized: list[int] = []
         if obs_mean is not None:
             if obs_var is None:
                 raise ValueError("obs_var must be given with obs_mean, got None")
-            self.register_buffer("obs_mean", th.as_tensor(obs_mean, dtype=th.float32))
-            self.register_buffer("obs_std", th.sqrt(th.as_tensor(obs_var, dtype=th.float64) + epsilon).float())
+            means = obs_mean if isinstance(obs_mean, dict) else {None: obs_mean}
+            variances = obs_var if isinstance(obs_var, dict) else {None: obs_var}
+            for position, key in enumerate(self.keys if self.keys is not None else [None]):
+                if key in means:
+                    self.register_buffer(f"obs_mean_{position}", th.as_tensor(means[key], dtype=th.float32))
+                    std = th.sqrt(th.as_tensor(variances[key], dtype=th.float64) + epsilon).float()
+                    self.register_buffer(f"obs_std_{position}", std)
+                    self.normalized.append(position)
         self.clip_obs = float(clip_obs)
         # gSDE with squash_output=True applies tanh in the distribution; predict() then rescales [-1, 1] to the bounds.
         self.tanh = isinstance(policy.action_dist, StateDependentNoiseDistribution) and policy.action_dist.bijector is not None
@@ -81,9 +96,12 @@ class DeterministicPolicy(th.nn.Module):
         if isinstance(action_space, spaces.MultiDiscrete):
             self.splits = [int(n) for n in action_space.nvec.ravel()]
 
-    def forward(self, observation: th.Tensor) -> th.Tensor:
-        if self.normalize:
-            observation = th.clamp((observation - self.obs_mean) / self.obs_std, -self.clip_obs, self.clip_obs)
+    def forward(self, *inputs: th.Tensor) -> th.Tensor:
+        tensors = list(inputs)
+        for position in self.normalized:
+            mean, std = getattr(self, f"obs_mean_{position}"), getattr(self, f"obs_std_{position}")
+            tensors[position] = th.clamp((tensors[position] - mean) / std, -self.clip_obs, self.clip_obs)
+        observation = dict(zip(self.keys, tensors)) if self.keys is not None else tensors[0]
         policy = self.policy
         features = policy.extract_features(observation)
         if policy.share_features_extractor:
@@ -106,13 +124,13 @@ class DeterministicPolicy(th.nn.Module):
 
 
 def check_exportable(policy: Any) -> None:
-    """Raise ``ValueError`` unless ``policy`` is an actor-critic policy on array observations with a known head."""
+    """Raise ``ValueError`` unless ``policy`` is an actor-critic policy on array or flat ``Dict`` observations with a
+    known head."""
     if not isinstance(policy, ActorCriticPolicy):
         raise ValueError(f"model.policy must be an ActorCriticPolicy to export, got {type(policy).__name__}")
-    if isinstance(policy.observation_space, spaces.Dict):
-        raise ValueError(
-            "export supports array observations, got a Dict observation space (one ONNX input per key is not built)"
-        )
+    space = policy.observation_space
+    if isinstance(space, spaces.Dict) and any(isinstance(sub, (spaces.Dict, spaces.Tuple)) for sub in space.spaces.values()):
+        raise ValueError(f"export supports array and flat Dict observations, got a nested space {space}")
     if type(policy.action_dist) not in _MODES:
         raise ValueError(
             f"export supports the action distributions {[cls.__name__ for cls in _MODES]}, "
@@ -151,7 +169,12 @@ def deterministic_policy(model: BaseAlgorithm, vecnormalize: VecNormalize | str 
     stats = resolve_vecnormalize(model, vecnormalize)
     policy = cpu_copy(model.policy)
     if stats is not None and stats.norm_obs:
-        module = DeterministicPolicy(policy, stats.obs_rms.mean, stats.obs_rms.var, stats.epsilon, stats.clip_obs)
+        rms = stats.obs_rms
+        if isinstance(rms, dict):  # Dict observations: one RunningMeanStd per normalised key
+            mean, var = {key: value.mean for key, value in rms.items()}, {key: value.var for key, value in rms.items()}
+        else:
+            mean, var = rms.mean, rms.var
+        module = DeterministicPolicy(policy, mean, var, stats.epsilon, stats.clip_obs)
     else:
         module = DeterministicPolicy(policy)
     return module.to("cpu").eval()
@@ -168,14 +191,16 @@ def cpu_copy(policy: ActorCriticPolicy) -> ActorCriticPolicy:
     return copy
 
 
-def _example_input(model: BaseAlgorithm) -> th.Tensor:
+def _example_inputs(model: BaseAlgorithm) -> tuple[th.Tensor, ...]:
+    """Two float32 observations per graph input (one input, or one per key of a ``Dict`` space)."""
     space = model.observation_space
-    sample = np.stack([space.sample(), space.sample()])
-    return th.as_tensor(sample, dtype=th.float32)
+    parts = list(space.spaces.values()) if isinstance(space, spaces.Dict) else [space]
+    return tuple(th.as_tensor(np.stack([part.sample(), part.sample()]), dtype=th.float32) for part in parts)
 
 
 def export_onnx(model: BaseAlgorithm, path: str, vecnormalize: VecNormalize | str | None = None, opset: int = 17) -> str:
-    """Write the deterministic policy of ``model`` as an ONNX graph (input ``obs``, output ``action``, batch axis free).
+    """Write the deterministic policy of ``model`` as an ONNX graph (input ``obs``, or one float32 input per key of a
+    ``Dict`` observation space, named by the key; output ``action``; batch axis free).
 
     Observation normalisation (``vecnormalize``) and action clipping / rescaling are part of the graph, so the file
     maps raw observations to the actions to send to the env. A CPU copy of the policy is exported.
@@ -189,17 +214,16 @@ def export_onnx(model: BaseAlgorithm, path: str, vecnormalize: VecNormalize | st
     require_module("onnx", "export_onnx")
     _check_output_path("path", path)
     module = deterministic_policy(model, vecnormalize)
-    example = _example_input(model)
     with atomic_path(path) as temporary, th.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # the TorchScript-based exporter needs no onnxscript
         th.onnx.export(
             module,
-            (example,),
+            _example_inputs(model),
             temporary,
             dynamo=False,
-            input_names=["obs"],
+            input_names=module.input_names,
             output_names=["action"],
-            dynamic_axes={"obs": {0: "batch"}, "action": {0: "batch"}},
+            dynamic_axes={name: {0: "batch"} for name in [*module.input_names, "action"]},
             opset_version=opset,
         )
         import onnx
@@ -209,7 +233,8 @@ def export_onnx(model: BaseAlgorithm, path: str, vecnormalize: VecNormalize | st
 
 
 def export_torchscript(model: BaseAlgorithm, path: str, vecnormalize: VecNormalize | str | None = None) -> str:
-    """Write the deterministic policy of ``model`` as a TorchScript module (``torch.jit.load(path)(obs) -> action``).
+    """Write the deterministic policy of ``model`` as a TorchScript module (``torch.jit.load(path)(obs) -> action``;
+    for a ``Dict`` observation space one tensor per key, in the space's key order).
 
     Same graph as :func:`export_onnx`; written atomically.
     """
@@ -217,7 +242,7 @@ def export_torchscript(model: BaseAlgorithm, path: str, vecnormalize: VecNormali
     module = deterministic_policy(model, vecnormalize)
     with atomic_path(path) as temporary, th.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        traced = th.jit.trace(module, (_example_input(model),))
+        traced = th.jit.trace(module, _example_inputs(model))
         traced.save(temporary)
     return path
 
