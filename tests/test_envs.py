@@ -107,13 +107,28 @@ def test_metadata_declares_true_fps(env_id):
         env.close()
 
 
+#: Tasks whose two instances in one process agree to rounding only, and for how many steps that is checked.
+#: HumanoidFlagrunHarder's lying starts put many links on the floor at once, and PyBullet's handling of those
+#: contacts depends on memory addresses: with address-space randomisation, two instances drift apart from about
+#: 1e-7 after ~10 steps (growing ~10x per 5 steps); with it off (``setarch -R``) they agree exactly. One instance
+#: replays exactly (test_reset_with_seed_replays_the_episode_whatever_ran_before).
+ROUNDING_ONLY = {"sb3_ppo_ext/HumanoidFlagrunHarder-v0": 20}
+
+
 def test_same_seed_and_actions_give_same_trajectory(env_id):
     first, second = make_env(env_id), make_env(env_id)
     try:
         actions = seeded_actions(first.action_space, 120, seed=7)
+        if env_id in ROUNDING_ONLY:
+            actions = actions[: ROUNDING_ONLY[env_id]]
         obs_a, rewards_a, ends_a = rollout(first, actions, seed=3)
         obs_b, rewards_b, ends_b = rollout(second, actions, seed=3)
         assert ends_a == ends_b
+        if env_id in ROUNDING_ONLY:  # an unseeded start (noise of ~0.1) would differ far more than this
+            np.testing.assert_array_equal(obs_a[0], obs_b[0])
+            np.testing.assert_allclose(np.array(rewards_a), np.array(rewards_b), rtol=0, atol=1e-4)
+            np.testing.assert_allclose(np.array(obs_a), np.array(obs_b), rtol=0, atol=1e-4)
+            return
         np.testing.assert_array_equal(np.array(rewards_a), np.array(rewards_b))
         for a, b in zip(obs_a, obs_b):
             np.testing.assert_array_equal(a, b)
