@@ -25,6 +25,7 @@ from sb3_ppo_ext.callbacks._common import (
     check_env_wrapper,
     check_writable_dir,
     find_vec_normalize,
+    make_render_env,
 )
 from sb3_ppo_ext.callbacks._media import check_video_dependencies, pad_to_even
 from sb3_ppo_ext.validation import check_choice, check_int, check_number, check_positive
@@ -341,9 +342,7 @@ def _viewer_main(spec: bytes, config: dict[str, Any], weights: Any, stop: Any, r
     policy_class, constructor, env_wrapper = cloudpickle.loads(spec)
     policy = policy_class(**constructor)
     policy.set_training_mode(False)
-    env = gym.make(config["env_id"], render_mode=config["render_mode"], **config["env_kwargs"])
-    if env_wrapper is not None:
-        env = env_wrapper(env)
+    env = make_render_env("env", config["env_id"], config["env_kwargs"], config["render_mode"], env_wrapper)
     ready.set()
     try:
         _view(policy, env, config, weights, stop)

@@ -113,9 +113,12 @@ class SafeExperimentManager(ExperimentManager):
             from sb3_ppo_ext.callbacks import LiveViewCallback, VideoRecorderCallback
 
             for callback in callbacks:
-                played = getattr(callback, "env_spec", None) if isinstance(callback, VideoRecorderCallback) else None
-                if isinstance(callback, LiveViewCallback):
+                if isinstance(callback, VideoRecorderCallback):
+                    played = callback.env_spec
+                elif isinstance(callback, LiveViewCallback):
                     played = callback.env_id
+                else:
+                    continue
                 if played == self.env_name.gym_id and callback.env_wrapper is None:
                     callback.env_wrapper = env_wrapper
         return hyperparams, env_wrapper, callbacks, vec_env_wrapper
