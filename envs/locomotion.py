@@ -568,7 +568,7 @@ class LocomotionEnv(gymnasium.Env):
         # No collision pass has run since the snapshot was restored (PyBullet would report stale contacts), so the
         # first observation's contact flags are 0, as in pybullet_envs.
         observation, finite = self._observation()
-        info: dict[str, Any] = {"target": self.target.copy()}
+        info: dict[str, Any] = {"target": self.target.copy(), "x_position": float(self._body_xyz[0])}
         if not finite:
             info["physics_blowup"] = True
         if self.render_mode == "human":

@@ -13,6 +13,9 @@ import runpy
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
+
+from stable_baselines3.common.vec_env import VecNormalize
 
 from sb3_ppo_ext.zoo.experiment import (
     ALGORITHM_NAME,
@@ -108,8 +111,116 @@ def _check_run_files(argv: Sequence[str]) -> None:
     check_run_folder(os.path.join(log_path, env_name))
 
 
+def _pretrained_parser(command: str, description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=f"sb3-ppo-ext {command}", description=description)
+    parser.add_argument("--pretrained", action="store_true", required=True,
+                        help="play the agent shipped with the package (no training run, no pickle loaded)")
+    parser.add_argument("--env", required=True, help="env id with a shipped agent, or an agent folder")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the env")
+    return parser
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return number
+
+
+def _load_pretrained_or_exit(env_id: str, **kwargs: Any) -> tuple[Any, Any]:
+    """:func:`~sb3_ppo_ext.pretrained.load_pretrained`; a missing or unreadable agent ends the command in one line."""
+    from sb3_ppo_ext.pretrained import load_pretrained
+
+    try:
+        return load_pretrained(env_id, **kwargs)
+    except (ValueError, OSError) as error:
+        raise SystemExit(f"sb3-ppo-ext: {error}") from None
+
+
+def _print_episodes(episodes: list[dict]) -> None:
+    for episode in episodes:
+        line = f"Episode Reward: {episode['return']:.2f}  Episode Length: {episode['length']}"
+        if "speed" in episode:
+            line += f"  distance {episode['distance']:.1f} m  mean speed {episode['speed']:.2f} m/s"
+        line += "  (time limit)" if episode["truncated"] else ""
+        print(line)
+    if episodes:
+        returns = [episode["return"] for episode in episodes]
+        print(f"{len(episodes)} episodes: mean return {sum(returns) / len(returns):.2f}")
+    else:
+        print("no episode finished within the steps played (raise -n)")
+
+
+def enjoy_pretrained(argv: Sequence[str]) -> None:
+    """``enjoy --pretrained``: play a shipped agent, printing each episode's return (and distance and speed)."""
+    from sb3_ppo_ext.pretrained import play
+
+    parser = _pretrained_parser("enjoy", enjoy_pretrained.__doc__)
+    parser.add_argument("-n", "--n-timesteps", type=_positive, default=1000, help="steps to play")
+    parser.add_argument("--stochastic", action="store_true", help="sample actions instead of the mean action")
+    parser.add_argument("--no-render", action="store_true", help="no window (the default on a headless machine)")
+    args = parser.parse_args(list(argv))
+    render = not args.no_render and is_display_available()
+    model, env = _load_pretrained_or_exit(args.env, seed=args.seed, render_mode="human" if render else None)
+    try:
+        _print_episodes(play(model, env, args.n_timesteps, deterministic=not args.stochastic))
+    finally:
+        env.close()
+
+
+def record_video_pretrained(argv: Sequence[str]) -> None:
+    """``record-video --pretrained``: an MP4 of a shipped agent (rendered off-screen)."""
+    from huggingface_sb3 import EnvironmentName
+
+    from sb3_ppo_ext.callbacks._media import env_fps, write_mp4
+    from sb3_ppo_ext.pretrained import play
+
+    parser = _pretrained_parser("record-video", record_video_pretrained.__doc__)
+    parser.add_argument("-n", "--n-timesteps", type=_positive, default=1000, help="steps to record")
+    parser.add_argument("-o", "--output-folder", default="videos", help="folder of the video")
+    parser.add_argument("--stochastic", action="store_true", help="sample actions instead of the mean action")
+    args = parser.parse_args(list(argv))
+    model, env = _load_pretrained_or_exit(args.env, seed=args.seed, render_mode="rgb_array")
+    try:
+        frames: list = []
+        episodes = play(model, env, args.n_timesteps, deterministic=not args.stochastic,
+                        on_frame=lambda: frames.append(env.render()))
+        fps = env_fps(env.envs[0]) if hasattr(env, "envs") else 30.0
+    finally:
+        env.close()
+    os.makedirs(args.output_folder, exist_ok=True)
+    name = EnvironmentName(args.env) if not os.path.isdir(args.env) else os.path.basename(os.path.normpath(args.env))
+    path = os.path.join(args.output_folder, f"{name}-pretrained.mp4")
+    write_mp4(path, frames, fps)
+    _print_episodes(episodes)
+    print(f"Saved {len(frames)} frames to {path}")
+
+
+def export_pretrained(argv: Sequence[str]) -> None:
+    """``export --pretrained``: the ONNX policy of a shipped agent (raw observation -> action)."""
+    from huggingface_sb3 import EnvironmentName
+
+    from sb3_ppo_ext.callbacks import export_onnx
+
+    parser = _pretrained_parser("export", export_pretrained.__doc__)
+    parser.add_argument("-o", "--output", help="ONNX file (default: <env>-pretrained.onnx here)")
+    parser.add_argument("--opset", type=int, default=17, help="ONNX opset version")
+    args = parser.parse_args(list(argv))
+    model, env = _load_pretrained_or_exit(args.env, seed=args.seed)
+    name = EnvironmentName(args.env) if not os.path.isdir(args.env) else os.path.basename(os.path.normpath(args.env))
+    output = args.output or f"{name}-pretrained.onnx"
+    try:
+        export_onnx(model, output, env if isinstance(env, VecNormalize) else None, opset=args.opset)
+    finally:
+        env.close()
+    print(f"Exported the pretrained agent of {args.env} to {output}")
+
+
 def enjoy(argv: Sequence[str]) -> None:
     """``enjoy``: rl-zoo3's ``enjoy.py`` on ``logs/ppo_ext`` runs; no window on a headless machine."""
+    if "--pretrained" in argv:
+        enjoy_pretrained(argv)
+        return
     register_algorithm()
     import rl_zoo3.enjoy
 
@@ -121,6 +232,9 @@ def enjoy(argv: Sequence[str]) -> None:
 
 def record_video(argv: Sequence[str]) -> None:
     """``record-video``: rl-zoo3's ``record_video.py`` (renders ``rgb_array``, works headless)."""
+    if "--pretrained" in argv:
+        record_video_pretrained(argv)
+        return
     register_algorithm()
     import rl_zoo3.utils
 
@@ -158,6 +272,9 @@ def plot(argv: Sequence[str]) -> None:
 
 def export(argv: Sequence[str]) -> None:
     """``export``: write the ONNX policy of a run (raw observation -> action, normalisation included)."""
+    if "--pretrained" in argv:
+        export_pretrained(argv)
+        return
     register_algorithm()
     from huggingface_sb3 import EnvironmentName
     from rl_zoo3.utils import ALGOS, get_model_path

@@ -1,0 +1,436 @@
+"""Learning grids: run (task, variant, seed) cells from zoo configs, collect one CSV, report with rliable.
+
+Three steps, each a subcommand:
+
+    python benchmarks/grid.py run benchmarks/grids/classic.yml --root ~/runs/grid --jobs 2
+    python benchmarks/grid.py collect --root ~/runs/grid --csv docs/results/classic.csv
+    python benchmarks/grid.py report docs/results/classic.csv --plot docs/results/classic.png
+
+``run`` trains every cell of a grid file through ``sb3-ppo-ext train`` (rl-zoo3's machinery: the variant's
+``--algo``, config file and ``--hyperparams`` overrides, one torch thread, rl-zoo3's periodic deterministic
+evaluation) into ``<root>/<task>/<variant>/seed_<S>/``. It is resumable at the cell level: a cell that finished
+has a ``done.json`` and is skipped; a cell that was interrupted is started again from scratch (rl-zoo3's ``-i``
+restarts the step counter and the schedules, so it cannot continue a run exactly), after moving its partial
+folder aside. ``--jobs`` cells run at once, one process each.
+
+``collect`` reads every cell's ``evaluations.npz`` into one CSV, one row per evaluation: task, variant, seed,
+timesteps, the mean and standard deviation over the evaluation episodes, and the wall-clock seconds of training
+until that step (from the training envs' monitor files, so it includes the evaluations before it).
+
+``report`` prints, per task and variant, the final evaluation of each seed, their mean, the interquartile mean
+(IQM) and 95% stratified-bootstrap confidence intervals of both (``rliable``), optionally the wall-clock time to a
+score; and plots the learning curves (IQM over seeds with their bootstrap band).
+
+A grid file (YAML)::
+
+    defaults: {eval_freq: 50000, eval_episodes: 10}  # optional, per-task keys override them
+    variants:
+      ppo_ext: {}                                      # our PPO with the bundled zoo_configs/ppo_ext.yml
+      sb3_ppo: {algo: ppo, conf: benchmarks/configs/reference_ppo.yml}
+      clip_kl: {hyperparams: {objective: clip_kl_penalty}}
+    tasks:
+      Pendulum-v1: {seeds: [0, 1, 2], variants: [ppo_ext, sb3_ppo, clip_kl], n_timesteps: 100000}
+
+Relative ``conf`` paths are relative to the repository root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import glob
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import yaml
+
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CELL_KEYS = {"seeds", "variants", "n_timesteps", "eval_freq", "eval_episodes", "env_kwargs"}
+VARIANT_KEYS = {"algo", "conf", "hyperparams"}
+CSV_FIELDS = ("task", "variant", "seed", "timesteps", "eval_mean", "eval_std", "wall_s")
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One training run of the grid: a task, a variant of the algorithm or its settings, and a seed."""
+
+    task: str
+    variant: str
+    seed: int
+    algo: str = "ppo_ext"
+    conf: str | None = None
+    hyperparams: tuple[tuple[str, Any], ...] = ()
+    n_timesteps: int | None = None
+    eval_freq: int = 50_000
+    eval_episodes: int = 10
+
+    def folder(self, root: str) -> str:
+        """``<root>/<task>/<variant>/seed_<S>``, the task id's ``/`` written as ``-`` (as rl-zoo3 does)."""
+        return os.path.join(root, self.task.replace("/", "-"), self.variant, f"seed_{self.seed}")
+
+    def train_argv(self, folder: str) -> list[str]:
+        """The ``sb3-ppo-ext train`` arguments of this cell."""
+        argv = ["train", "--algo", self.algo, "--env", self.task, "--seed", str(self.seed), "-f", folder,
+                "--num-threads", "1", "--eval-freq", str(self.eval_freq), "--eval-episodes", str(self.eval_episodes),
+                "--no-progress"]
+        if self.conf is not None:
+            argv += ["--conf-file", self.conf]
+        if self.n_timesteps is not None:
+            argv += ["-n", str(self.n_timesteps)]
+        if self.hyperparams:
+            argv += ["--hyperparams", *(f"{key}:{value!r}" for key, value in self.hyperparams)]
+        return argv
+
+
+def _check_keys(where: str, given: Iterable[str], allowed: set[str]) -> None:
+    unknown = sorted(set(given) - allowed)
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
+
+
+def load_grid(path: str) -> list[Cell]:
+    """The cells of a grid file, in file order (task, then variant, then seed).
+
+    :raises ValueError: naming the task or variant whose entry is malformed.
+    """
+    with open(path, encoding="utf-8") as stream:
+        spec = yaml.safe_load(stream)
+    if not isinstance(spec, dict) or not isinstance(spec.get("tasks"), dict) or not spec["tasks"]:
+        raise ValueError(f"{path}: a grid file needs a non-empty 'tasks' mapping")
+    _check_keys(path, spec, {"defaults", "variants", "tasks"})
+    defaults = spec.get("defaults") or {}
+    _check_keys(f"{path}: defaults", defaults, CELL_KEYS - {"seeds", "variants"})
+    variants = spec.get("variants") or {"ppo_ext": {}}
+    for name, variant in variants.items():
+        _check_keys(f"{path}: variant {name!r}", variant or {}, VARIANT_KEYS)
+    cells = []
+    for task, entry in spec["tasks"].items():
+        entry = {**defaults, **(entry or {})}
+        _check_keys(f"{path}: task {task!r}", entry, CELL_KEYS)
+        seeds = entry.get("seeds", [0])
+        if not isinstance(seeds, list) or not all(isinstance(seed, int) and seed >= 0 for seed in seeds):
+            raise ValueError(f"{path}: task {task!r}: seeds must be a list of non-negative integers, got {seeds!r}")
+        for name in entry.get("variants", list(variants)):
+            if name not in variants:
+                raise ValueError(f"{path}: task {task!r} names variant {name!r}, not one of {sorted(variants)}")
+            variant = variants[name] or {}
+            conf = variant.get("conf")
+            if conf is not None and not os.path.isabs(conf):
+                conf = os.path.join(REPOSITORY, conf)
+            hyperparams = dict(variant.get("hyperparams") or {})
+            if "env_kwargs" in entry:
+                hyperparams["env_kwargs"] = entry["env_kwargs"]
+            n_timesteps = entry.get("n_timesteps")
+            for seed in seeds:
+                cells.append(Cell(
+                    task=task, variant=name, seed=seed, algo=variant.get("algo", "ppo_ext"), conf=conf,
+                    hyperparams=tuple(sorted(hyperparams.items())),
+                    n_timesteps=None if n_timesteps is None else int(float(n_timesteps)),
+                    eval_freq=int(float(entry.get("eval_freq", 50_000))),
+                    eval_episodes=int(entry.get("eval_episodes", 10)),
+                ))
+    return cells
+
+
+def _sb3_ppo_ext_command() -> list[str]:
+    script = shutil.which("sb3-ppo-ext", path=os.path.dirname(sys.executable))
+    return [script] if script else [sys.executable, "-m", "sb3_ppo_ext"]
+
+
+def run_cell(cell: Cell, root: str) -> str:
+    """Train one cell unless it is done; returns what happened (one line for the log)."""
+    folder = cell.folder(root)
+    done_path = os.path.join(folder, "done.json")
+    if os.path.isfile(done_path):
+        return f"skip  {folder} (done)"
+    if os.path.isdir(folder):
+        aside = f"{folder}.interrupted-{int(time.time())}"
+        os.replace(folder, aside)
+    os.makedirs(folder)
+    argv = cell.train_argv(folder)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    start = time.time()
+    with open(os.path.join(folder, "train.log"), "w", encoding="utf-8") as log:
+        log.write(shlex.join(["sb3-ppo-ext", *argv]) + "\n")
+        log.flush()
+        result = subprocess.run([*_sb3_ppo_ext_command(), *argv], stdout=log, stderr=subprocess.STDOUT, env=env,
+                                check=False)
+    wall = time.time() - start
+    if result.returncode != 0:
+        return f"FAIL  {folder} (exit {result.returncode}, see train.log)"
+    with open(done_path, "w", encoding="utf-8") as stream:
+        json.dump({**dataclasses.asdict(cell), "wall_s": wall, "command": ["sb3-ppo-ext", *argv]}, stream, indent=1)
+    return f"done  {folder} ({wall:.0f} s)"
+
+
+def run_grid(cells: Sequence[Cell], root: str, jobs: int) -> bool:
+    """Run the cells, ``jobs`` at a time; True when every cell is done."""
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        outcomes = []
+        for line in pool.map(lambda cell: run_cell(cell, root), cells):
+            print(line, flush=True)
+            outcomes.append(line)
+    return not any(line.startswith("FAIL") for line in outcomes)
+
+
+def training_clock(run_folder: str) -> tuple[np.ndarray, np.ndarray]:
+    """Cumulative training steps over all envs against wall-clock seconds since the first env started.
+
+    From the ``*.monitor.csv`` files of the training envs (episode end time and length); the steps of an episode
+    are counted when it ends.
+    """
+    starts, ends, lengths = [], [], []
+    for path in glob.glob(os.path.join(run_folder, "*.monitor.csv")):
+        with open(path, encoding="utf-8") as stream:
+            header = json.loads(stream.readline().lstrip("#"))
+            rows = list(csv.DictReader(stream))
+        starts.append(float(header["t_start"]))
+        ends.extend(float(header["t_start"]) + float(row["t"]) for row in rows)
+        lengths.extend(int(row["l"]) for row in rows)
+    if not starts:
+        return np.zeros(0), np.zeros(0)
+    order = np.argsort(ends)
+    return np.cumsum(np.asarray(lengths)[order]), np.asarray(ends)[order] - min(starts)
+
+
+def _run_folder(cell_folder: str) -> str | None:
+    """rl-zoo3's ``<algo>/<env>_<n>`` folder inside a cell folder (the newest when there are several)."""
+    candidates = sorted(glob.glob(os.path.join(cell_folder, "*", "*", "evaluations.npz")), key=os.path.getmtime)
+    return os.path.dirname(candidates[-1]) if candidates else None
+
+
+def collect(root: str) -> list[dict[str, Any]]:
+    """One row per evaluation of every cell under ``root`` that has evaluations (finished or not)."""
+    rows = []
+    for seed_folder in sorted(glob.glob(os.path.join(root, "*", "*", "seed_*"))):
+        if not os.path.isdir(seed_folder) or ".interrupted-" in seed_folder:
+            continue
+        run_folder = _run_folder(seed_folder)
+        if run_folder is None:
+            continue
+        task_folder, variant = os.path.split(os.path.dirname(seed_folder))
+        done_path = os.path.join(seed_folder, "done.json")
+        task = os.path.basename(task_folder)
+        if os.path.isfile(done_path):
+            with open(done_path, encoding="utf-8") as stream:
+                task = json.load(stream)["task"]
+        evaluations = np.load(os.path.join(run_folder, "evaluations.npz"))
+        clock_steps, clock_seconds = training_clock(run_folder)
+        for timesteps, results in zip(evaluations["timesteps"], evaluations["results"]):
+            reached = np.searchsorted(clock_steps, timesteps)
+            wall = float(clock_seconds[reached]) if reached < len(clock_seconds) else float("nan")
+            rows.append({"task": task, "variant": variant, "seed": int(seed_folder.rsplit("_", 1)[1]),
+                         "timesteps": int(timesteps), "eval_mean": float(np.mean(results)),
+                         "eval_std": float(np.std(results)), "wall_s": round(wall, 1)})
+    return rows
+
+
+def write_csv(rows: Sequence[dict[str, Any]], path: str) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as stream:
+        writer = csv.DictWriter(stream, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def read_csv(path: str) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as stream:
+        return [{**row, "seed": int(row["seed"]), "timesteps": int(row["timesteps"]),
+                 "eval_mean": float(row["eval_mean"]), "eval_std": float(row["eval_std"]),
+                 "wall_s": float(row["wall_s"])} for row in csv.DictReader(stream)]
+
+
+def _groups(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str], dict[int, list[dict[str, Any]]]]:
+    """``{(task, variant): {seed: rows sorted by timesteps}}``."""
+    groups: dict[tuple[str, str], dict[int, list[dict[str, Any]]]] = {}
+    for row in rows:
+        groups.setdefault((row["task"], row["variant"]), {}).setdefault(row["seed"], []).append(row)
+    for seeds in groups.values():
+        for seed_rows in seeds.values():
+            seed_rows.sort(key=lambda row: row["timesteps"])
+    return groups
+
+
+def final_scores(seed_rows: dict[int, list[dict[str, Any]]], at: int | None = None) -> dict[int, float]:
+    """Per seed, the evaluation at the last step (or the last one at or before ``at`` steps)."""
+    scores = {}
+    for seed, rows in seed_rows.items():
+        eligible = [row for row in rows if at is None or row["timesteps"] <= at]
+        if eligible:
+            scores[seed] = eligible[-1]["eval_mean"]
+    return scores
+
+
+def time_to_score(rows: Sequence[dict[str, Any]], threshold: float) -> tuple[float, int] | None:
+    """Wall-clock seconds and steps at the first evaluation reaching ``threshold``; None if none does."""
+    for row in rows:
+        if row["eval_mean"] >= threshold:
+            return row["wall_s"], row["timesteps"]
+    return None
+
+
+def interval_estimates(scores: dict[str, np.ndarray], reps: int, seed: int = 0) -> dict[str, dict[str, tuple]]:
+    """Mean and IQM with 95% stratified-bootstrap confidence intervals (rliable), per key of ``scores``.
+
+    :param scores: ``{name: array of shape (n_runs, 1)}`` (one task per call: the returns are not normalised).
+    """
+    from rliable import library as rly
+    from rliable import metrics
+
+    def aggregate(x: np.ndarray) -> np.ndarray:
+        return np.array([metrics.aggregate_mean(x), metrics.aggregate_iqm(x)])
+
+    np.random.seed(seed)  # rliable's bootstrap draws from numpy's global generator
+    points, intervals = rly.get_interval_estimates(scores, aggregate, reps=reps)
+    return {name: {"mean": (points[name][0], *intervals[name][:, 0]),
+                   "iqm": (points[name][1], *intervals[name][:, 1])} for name in scores}
+
+
+def report(rows: Sequence[dict[str, Any]], *, at: int | None, threshold: dict[str, float], reps: int) -> str:
+    """A Markdown table per task: per-seed finals, mean and IQM with 95% CIs, time to ``threshold``."""
+    groups = _groups(rows)
+    lines = []
+    for task in sorted({task for task, _ in groups}):
+        variants = sorted(variant for t, variant in groups if t == task)
+        finals = {variant: final_scores(groups[task, variant], at) for variant in variants}
+        estimates = interval_estimates(
+            {variant: np.array(list(finals[variant].values()), dtype=float)[:, None] for variant in variants
+             if finals[variant]}, reps)
+        lines += [f"### {task}", ""]
+        header = "| variant | seeds | final eval per seed | steps | mean [95% CI] | IQM [95% CI] |"
+        if task in threshold:
+            header += f" wall-clock to {threshold[task]:g} per seed |"
+        lines += [header, "|" + "---|" * (header.count("|") - 1)]
+        for variant in variants:
+            if not finals[variant]:
+                continue
+            seeds = sorted(finals[variant])
+            steps = sorted({groups[task, variant][seed][-1]["timesteps"] if at is None else
+                            max(r["timesteps"] for r in groups[task, variant][seed] if r["timesteps"] <= at)
+                            for seed in seeds})
+            mean, iqm = estimates[variant]["mean"], estimates[variant]["iqm"]
+            line = (f"| {variant} | {', '.join(map(str, seeds))} | "
+                    f"{', '.join(f'{finals[variant][seed]:.0f}' for seed in seeds)} | "
+                    f"{'/'.join(f'{s / 1e6:g}M' for s in steps)} | {mean[0]:.0f} [{mean[1]:.0f}, {mean[2]:.0f}] | "
+                    f"{iqm[0]:.0f} [{iqm[1]:.0f}, {iqm[2]:.0f}] |")
+            if task in threshold:
+                reached = [time_to_score(groups[task, variant][seed], threshold[task]) for seed in seeds]
+                line += " " + ", ".join("not reached" if r is None else f"{r[0] / 60:.1f} min ({r[1] / 1e6:.2f}M)"
+                                        for r in reached) + " |"
+            lines.append(line)
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _iqm_per_step(scores: np.ndarray) -> np.ndarray:
+    """IQM over runs at each evaluation step of ``scores`` shaped (runs, 1, steps)."""
+    from rliable import metrics
+
+    return np.array([metrics.aggregate_iqm(scores[..., step]) for step in range(scores.shape[-1])])
+
+
+def plot(rows: Sequence[dict[str, Any]], output: str, reps: int) -> None:
+    """Learning curves: IQM over seeds with 95% bootstrap bands, one panel per task, one line per variant."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from rliable import library as rly
+
+    groups = _groups(rows)
+    tasks = sorted({task for task, _ in groups})
+    figure, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 4), squeeze=False)
+    np.random.seed(0)
+    for axis, task in zip(axes[0], tasks):
+        for variant in sorted(variant for t, variant in groups if t == task):
+            seed_rows = groups[task, variant]
+            steps = sorted(set.intersection(*({row["timesteps"] for row in r} for r in seed_rows.values())))
+            if not steps:
+                continue
+            table = np.array([[next(row["eval_mean"] for row in r if row["timesteps"] == s) for s in steps]
+                              for r in seed_rows.values()])  # (seeds, evaluations)
+            points, intervals = rly.get_interval_estimates({variant: table[:, None, :]}, _iqm_per_step, reps=reps)
+            x = np.array(steps) / 1e6
+            axis.plot(x, points[variant], label=f"{variant} ({len(seed_rows)} seeds)")
+            axis.fill_between(x, intervals[variant][0], intervals[variant][1], alpha=0.2)
+        axis.set_title(task)
+        axis.set_xlabel("environment steps (millions)")
+        axis.set_ylabel("evaluation return (IQM over seeds)")
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=8)
+    figure.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+    figure.savefig(output, dpi=100)
+
+
+def _thresholds(pairs: Sequence[str]) -> dict[str, float]:
+    thresholds = {}
+    for pair in pairs:
+        task, sep, value = pair.rpartition("=")
+        if not sep or not task:
+            raise argparse.ArgumentTypeError(f"--threshold takes TASK=SCORE, got {pair!r}")
+        thresholds[task] = float(value)
+    return thresholds
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="train the cells of a grid file (skips finished cells)")
+    run.add_argument("grid", help="grid file (YAML)")
+    run.add_argument("--root", required=True, help="folder of the runs (outside the repository)")
+    run.add_argument("--jobs", type=int, default=1, help="cells trained at once (one process and core each)")
+    run.add_argument("--only", nargs="+", default=None, help="run only these variants")
+    run.add_argument("--tasks", nargs="+", default=None, help="run only these tasks")
+    run.add_argument("--dry-run", action="store_true", help="print each cell's command and exit")
+    gather = commands.add_parser("collect", help="write one CSV of every evaluation under --root")
+    gather.add_argument("--root", required=True)
+    gather.add_argument("--csv", required=True)
+    summary = commands.add_parser("report", help="mean, IQM and 95%% CIs per task and variant; learning curves")
+    summary.add_argument("csv")
+    summary.add_argument("--at", type=float, default=None, help="score at this step budget (default: last eval)")
+    summary.add_argument("--threshold", nargs="+", default=[], metavar="TASK=SCORE",
+                         help="also report the wall-clock time until the evaluation first reaches SCORE")
+    summary.add_argument("--reps", type=int, default=10_000, help="bootstrap resamples")
+    summary.add_argument("--plot", default=None, help="write the learning curves to this image")
+    args = parser.parse_args(argv)
+
+    if args.command == "run":
+        if args.jobs < 1:
+            parser.error(f"--jobs must be >= 1, got {args.jobs}")
+        cells = load_grid(args.grid)
+        if args.only:
+            cells = [cell for cell in cells if cell.variant in args.only]
+        if args.tasks:
+            cells = [cell for cell in cells if cell.task in args.tasks]
+        if args.dry_run:
+            for cell in cells:
+                print(shlex.join(["sb3-ppo-ext", *cell.train_argv(cell.folder(args.root))]))
+            return 0
+        return 0 if run_grid(cells, os.path.expanduser(args.root), args.jobs) else 1
+    if args.command == "collect":
+        rows = collect(os.path.expanduser(args.root))
+        write_csv(rows, args.csv)
+        print(f"{len(rows)} evaluations of {len({(r['task'], r['variant'], r['seed']) for r in rows})} runs -> {args.csv}")
+        return 0
+    rows = read_csv(args.csv)
+    print(report(rows, at=None if args.at is None else int(args.at), threshold=_thresholds(args.threshold),
+                 reps=args.reps))
+    if args.plot:
+        plot(rows, args.plot, reps=min(args.reps, 2000))
+        print(f"learning curves -> {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""Shipped agents: saved and loaded as plain data (no pickle), played, recorded and exported from the CLI."""
+
+import json
+import os
+import pickle
+import shutil
+
+import cloudpickle
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch as th
+from gymnasium import spaces
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.vec_env import VecNormalize
+
+from sb3_ppo_ext import PPO
+from sb3_ppo_ext.cli import main as cli_main
+from sb3_ppo_ext.pretrained import (
+    AGENT_FILE,
+    agent_folder,
+    list_pretrained,
+    load_pretrained,
+    play,
+    policy_kwargs_from_data,
+    policy_kwargs_to_data,
+    save_pretrained,
+    space_from_data,
+    space_to_data,
+)
+
+
+@pytest.fixture(scope="module")
+def pendulum_agent(tmp_path_factory):
+    """A briefly trained gSDE Pendulum agent with VecNormalize, saved as an agent folder."""
+    env = VecNormalize(make_vec_env("Pendulum-v1", n_envs=2, seed=0))
+    model = PPO("MlpPolicy", env, n_steps=64, batch_size=64, use_sde=True, seed=0,
+                policy_kwargs={"net_arch": {"pi": [32], "vf": [32]}, "activation_fn": th.nn.ReLU, "log_std_init": -1})
+    model.learn(512)
+    folder = str(tmp_path_factory.mktemp("agent") / "pendulum")
+    save_pretrained(model, folder, env_id="Pendulum-v1", hyperparams={"n_steps": 64}, provenance={"seed": 0})
+    return model, env, folder
+
+
+def test_roundtrip_gives_the_same_actions(pendulum_agent):
+    model, env, folder = pendulum_agent
+    loaded, loaded_env = load_pretrained(folder, seed=3)
+    observation = loaded_env.reset()
+    env.training = False
+    expected, _ = model.predict(env.normalize_obs(loaded_env.get_original_obs()), deterministic=True)
+    actual, _ = loaded.predict(observation, deterministic=True)
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-6)
+    assert isinstance(loaded_env, VecNormalize) and not loaded_env.training and not loaded_env.norm_reward
+    np.testing.assert_array_equal(loaded_env.obs_rms.mean, env.obs_rms.mean)
+
+
+def test_loading_unpickles_nothing(pendulum_agent, monkeypatch):
+    _, _, folder = pendulum_agent
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a pickle was loaded")
+
+    for module in (pickle, cloudpickle):
+        monkeypatch.setattr(module, "load", refuse)
+        monkeypatch.setattr(module, "loads", refuse)
+    monkeypatch.setattr(th, "load", refuse)
+    model, env = load_pretrained(folder)
+    assert play(model, env, 5) == []
+
+
+def test_agent_files_are_plain_data_without_the_critic(pendulum_agent):
+    _, _, folder = pendulum_agent
+    assert sorted(os.listdir(folder)) == ["agent.json", "policy.npz"]
+    with np.load(os.path.join(folder, "policy.npz"), allow_pickle=False) as weights:
+        names = list(weights.files)
+        assert all(weights[name].dtype != object for name in names)
+    assert not any(name.startswith(("value_net.", "mlp_extractor.value_net.")) for name in names)
+    assert "log_std" in names and "action_net.weight" in names
+    with open(os.path.join(folder, AGENT_FILE)) as stream:
+        agent = json.load(stream)
+    assert agent["env_id"] == "Pendulum-v1" and agent["policy"] == "MlpPolicy" and agent["use_sde"] is True
+    assert agent["policy_kwargs"]["activation_fn"] == "ReLU"
+    assert agent["provenance"] == {"seed": 0}
+
+
+@pytest.mark.parametrize(
+    "space",
+    [spaces.Box(-1.0, 1.0, (3,), np.float32), spaces.Box(np.array([-np.inf, 0.0]), np.array([np.inf, 2.0]), dtype=np.float64),
+     spaces.Discrete(4, start=1), spaces.MultiDiscrete([2, 3]), spaces.MultiBinary(5)],
+)
+def test_spaces_round_trip_as_json(space):
+    data = json.loads(json.dumps(space_to_data(space)))
+    assert space_from_data(data) == space
+
+
+def test_unsupported_things_are_named():
+    with pytest.raises(ValueError, match="Dict"):
+        space_to_data(spaces.Dict({"a": spaces.Discrete(2)}))
+    with pytest.raises(ValueError, match="features_extractor_class"):
+        policy_kwargs_to_data({"features_extractor_class": object})
+    with pytest.raises(ValueError, match="activation_fn"):
+        policy_kwargs_to_data({"activation_fn": lambda x: x})
+    with pytest.raises(ValueError, match="not a torch.nn class"):
+        policy_kwargs_from_data({"activation_fn": "system"})
+
+
+def test_unknown_agent_names_the_shipped_ones():
+    with pytest.raises(ValueError, match="no pretrained agent for 'CartPole-v1'.*shipped agents"):
+        load_pretrained("CartPole-v1")
+
+
+def test_an_agent_for_other_spaces_is_refused(pendulum_agent, tmp_path):
+    _, _, folder = pendulum_agent
+    changed = tmp_path / "changed"
+    changed.mkdir()
+    with open(os.path.join(folder, AGENT_FILE)) as stream:
+        agent = json.load(stream)
+    agent["observation_space"]["shape"] = [4]
+    agent["observation_space"]["low"] = agent["observation_space"]["high"] = [1.0] * 4
+    (changed / AGENT_FILE).write_text(json.dumps(agent))
+    shutil.copy(os.path.join(folder, "policy.npz"), changed / "policy.npz")
+    with pytest.raises(ValueError, match="observation_space of Pendulum-v1"):
+        load_pretrained(str(changed))
+
+
+def test_a_wrapper_off_the_allow_list_is_refused(pendulum_agent, tmp_path):
+    _, _, folder = pendulum_agent
+    with open(os.path.join(folder, AGENT_FILE)) as stream:
+        agent = json.load(stream)
+    agent["env_wrapper"] = [{"os.system": {}}]
+    (tmp_path / AGENT_FILE).write_text(json.dumps(agent))
+    with pytest.raises(ValueError, match="'os.system'.*not an allow-listed"):
+        load_pretrained(str(tmp_path))
+
+
+def test_play_reports_distance_and_speed_on_a_walker():
+    env = make_vec_env("sb3_ppo_ext/Walker2D-v0", n_envs=1, seed=0)
+
+    class Still:
+        def predict(self, observation, deterministic=True):
+            return np.zeros((1, 6), dtype=np.float32), None
+
+    (episode, *_) = play(Still(), env, 1000)
+    assert not episode["truncated"] and episode["length"] < 1000
+    assert abs(episode["speed"] - episode["distance"] / (episode["length"] * 0.0165)) < 1e-9
+    with pytest.raises(ValueError, match="n_steps"):
+        play(Still(), env, 0)
+
+
+def test_cli_enjoy_record_export(pendulum_agent, tmp_path, capsys):
+    onnxruntime = pytest.importorskip("onnxruntime")
+    model, env, folder = pendulum_agent
+    cli_main(["enjoy", "--pretrained", "--env", folder, "-n", "400", "--no-render"])
+    output = capsys.readouterr().out
+    assert output.count("Episode Reward:") == 2 and "2 episodes: mean return" in output
+    cli_main(["record-video", "--pretrained", "--env", folder, "-n", "20", "-o", str(tmp_path)])
+    video = tmp_path / "pendulum-pretrained.mp4"
+    assert video.stat().st_size > 1000
+    onnx_path = tmp_path / "p.onnx"
+    cli_main(["export", "--pretrained", "--env", folder, "-o", str(onnx_path)])
+    raw = np.array([[0.5, -0.2, 1.0]], dtype=np.float32)
+    (onnx_action,) = onnxruntime.InferenceSession(str(onnx_path)).run(None, {"obs": raw})
+    env.training = False
+    expected, _ = model.predict(env.normalize_obs(raw), deterministic=True)
+    np.testing.assert_allclose(onnx_action, expected, atol=1e-5)
+
+
+def test_cli_missing_agent_is_one_line(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli_main(["enjoy", "--pretrained", "--env", "CartPole-v1"])
+    assert str(exit_info.value).startswith("sb3-ppo-ext: no pretrained agent for 'CartPole-v1'")
+
+
+# --- the shipped agents ------------------------------------------------------------------------------------------
+
+def _walker_walks(model, env):
+    """One whole episode: no fall in 1000 steps, and forward progress."""
+    (episode,) = play(model, env, 1000)
+    assert episode["truncated"], f"the walker fell after {episode['length']} steps"
+    assert episode["speed"] > 0.5, f"the walker's mean speed is {episode['speed']:.2f} m/s"
+
+
+#: The short evaluation each shipped agent must pass (every shipped agent needs an entry).
+SHIPPED_CHECKS = {"sb3_ppo_ext/Walker2D-v0": _walker_walks}
+
+
+def test_every_shipped_agent_has_a_check():
+    assert set(list_pretrained()) <= set(SHIPPED_CHECKS), "add a check for the new shipped agent to SHIPPED_CHECKS"
+
+
+@pytest.mark.parametrize("env_id", sorted(SHIPPED_CHECKS))
+def test_shipped_agent_plays(env_id):
+    if not os.path.isdir(agent_folder(env_id)):
+        pytest.skip(f"no agent shipped for {env_id} yet")
+    model, env = load_pretrained(env_id, seed=0)
+    try:
+        SHIPPED_CHECKS[env_id](model, env)
+    finally:
+        env.close()
+
+
+def test_shipped_agents_are_package_data():
+    """Every shipped agent folder is matched by the package-data globs of pyproject.toml."""
+    import tomllib
+
+    with open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "pyproject.toml"), "rb") as stream:
+        package_data = tomllib.load(stream)["tool"]["setuptools"]["package-data"]
+    assert "trained_agents/*/*" in package_data.get("sb3_ppo_ext", [])
+    assert gym.spec("sb3_ppo_ext/Walker2D-v0") is not None
