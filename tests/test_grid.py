@@ -1,0 +1,129 @@
+"""benchmarks/grid.py: grid files, resumable cells, the evaluation CSV and the rliable report."""
+
+import csv
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("grid", ROOT / "benchmarks" / "grid.py")
+grid = importlib.util.module_from_spec(spec)
+sys.modules["grid"] = grid  # dataclasses look their module up while the class is built
+spec.loader.exec_module(grid)
+
+
+def write_grid(tmp_path, text):
+    path = tmp_path / "grid.yml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_load_grid_expands_tasks_variants_seeds(tmp_path):
+    path = write_grid(tmp_path, """
+defaults: {eval_freq: 1000}
+variants:
+  ours: {}
+  sb3: {algo: ppo, conf: benchmarks/configs/reference_ppo.yml}
+  penalty: {hyperparams: {objective: clip_kl_penalty, kl_penalty_target: 0.02}}
+tasks:
+  CartPole-v1: {seeds: [0, 1], variants: [ours, penalty], n_timesteps: 2e3}
+  Pendulum-v1: {seeds: [3], eval_episodes: 4}
+""")
+    cells = grid.load_grid(path)
+    assert [(c.task, c.variant, c.seed) for c in cells] == [
+        ("CartPole-v1", "ours", 0), ("CartPole-v1", "ours", 1), ("CartPole-v1", "penalty", 0),
+        ("CartPole-v1", "penalty", 1), ("Pendulum-v1", "ours", 3), ("Pendulum-v1", "sb3", 3),
+        ("Pendulum-v1", "penalty", 3)]
+    argv = cells[2].train_argv("/runs/x")
+    assert argv[:6] == ["train", "--algo", "ppo_ext", "--env", "CartPole-v1", "--seed"]
+    assert argv[argv.index("-n") + 1] == "2000" and argv[argv.index("--eval-freq") + 1] == "1000"
+    assert argv[argv.index("--hyperparams") + 1:] == ["kl_penalty_target:0.02", "objective:'clip_kl_penalty'"]
+    assert cells[5].conf == str(ROOT / "benchmarks" / "configs" / "reference_ppo.yml")
+    assert cells[4].eval_episodes == 4 and cells[4].n_timesteps is None
+    assert cells[0].folder("/runs") == "/runs/CartPole-v1/ours/seed_0"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("tasks: {}", "non-empty 'tasks'"),
+    ("tasks: {CartPole-v1: {seed: [0]}}", r"task 'CartPole-v1': unknown key\(s\) \['seed'\]"),
+    ("tasks: {CartPole-v1: {variants: [nope]}}", "names variant 'nope'"),
+    ("tasks: {CartPole-v1: {seeds: [-1]}}", "seeds must be a list of non-negative integers"),
+    ("variants: {a: {algoo: ppo}}\ntasks: {CartPole-v1: {}}", r"variant 'a': unknown key\(s\) \['algoo'\]"),
+])
+def test_load_grid_names_what_is_wrong(tmp_path, text, message):
+    with pytest.raises(ValueError, match=message):
+        grid.load_grid(write_grid(tmp_path, text))
+
+
+def fake_run(root, task, variant, seed, evaluations, episode_ends):
+    """A cell folder as rl-zoo3 leaves it: evaluations.npz and two monitor files (t_start 100 and 101)."""
+    run = Path(root) / task.replace("/", "-") / variant / f"seed_{seed}" / "ppo_ext" / f"{task.replace('/', '-')}_1"
+    run.mkdir(parents=True)
+    steps = np.array([step for step, _ in evaluations])
+    results = np.array([[value - 1, value + 1] for _, value in evaluations], dtype=float)
+    np.savez(run / "evaluations.npz", timesteps=steps, results=results, ep_lengths=np.ones_like(results))
+    for index, ends in enumerate(episode_ends):
+        with open(run / f"{index}.monitor.csv", "w") as stream:
+            stream.write(json.dumps({"t_start": 100.0 + index, "env_id": task}) + "\n")
+            stream.write("r,l,t\n")
+            for end, length in ends:
+                stream.write(f"1.0,{length},{end}\n")
+    return run
+
+
+def test_collect_reads_evaluations_and_wall_clock(tmp_path):
+    # env 0 ends episodes of 500 steps at 10 s and 30 s, env 1 one of 500 at 19 s (absolute 20 s): 1000 steps
+    # are reached at 20 s, 1500 at 30 s.
+    fake_run(tmp_path, "sb3_ppo_ext/Walker2D-v0", "ours", 0, [(1000, 50.0), (1500, 80.0), (4000, 90.0)],
+             [[(10.0, 500), (30.0, 500)], [(19.0, 500)]])
+    rows = grid.collect(str(tmp_path))
+    assert [(r["timesteps"], r["eval_mean"], r["eval_std"], r["wall_s"]) for r in rows[:2]] == [
+        (1000, 50.0, 1.0, 20.0), (1500, 80.0, 1.0, 30.0)]
+    assert np.isnan(rows[2]["wall_s"])  # after the last finished episode
+    assert rows[0]["task"] == "sb3_ppo_ext-Walker2D-v0" and rows[0]["variant"] == "ours" and rows[0]["seed"] == 0
+    path = tmp_path / "out" / "evaluations.csv"
+    grid.write_csv(rows, str(path))
+    with open(path) as stream:
+        assert next(csv.reader(stream)) == list(grid.CSV_FIELDS)
+    assert grid.read_csv(str(path))[1]["eval_mean"] == 80.0
+
+
+def test_report_mean_iqm_and_time_to_score(tmp_path):
+    for seed, final in enumerate([100.0, 200.0, 300.0, 1000.0]):
+        fake_run(tmp_path, "T", "a", seed, [(1000, 10.0), (2000, final)], [[(5.0, 1000), (9.0, 1000)]])
+    rows = grid.collect(str(tmp_path))
+    text = grid.report(rows, at=None, threshold={"T": 250.0}, reps=200)
+    line = next(line for line in text.splitlines() if line.startswith("| a |"))
+    cells = [cell.strip() for cell in line.strip("|").split("|")]
+    assert cells[:4] == ["a", "0, 1, 2, 3", "100, 200, 300, 1000", "0.002M"]
+    assert cells[4].startswith("400 [")  # mean of the four finals
+    assert cells[5].startswith("250 [")  # IQM: the mean of the middle two
+    assert cells[6] == "not reached, not reached, 0.1 min (0.00M), 0.1 min (0.00M)"
+    earlier = grid.report(rows, at=1500, threshold={}, reps=200)
+    assert "| 10, 10, 10, 10 |" in earlier
+    assert grid.time_to_score(rows[:2], 5.0) == (rows[0]["wall_s"], 1000)
+
+
+def test_run_is_resumable_at_the_cell_level(tmp_path):
+    path = write_grid(tmp_path, """
+tasks:
+  CartPole-v1: {seeds: [0], n_timesteps: 1024, eval_freq: 512, eval_episodes: 2}
+""")
+    (cell,) = grid.load_grid(path)
+    root = str(tmp_path / "runs")
+    partial = Path(cell.folder(root))
+    partial.mkdir(parents=True)
+    (partial / "leftover").write_text("from an interrupted run")
+    assert grid.run_grid([cell], root, jobs=1)
+    done = json.loads((partial / "done.json").read_text())
+    assert done["task"] == "CartPole-v1" and done["command"][:2] == ["sb3-ppo-ext", "train"]
+    assert not (partial / "leftover").exists()
+    assert [p for p in os.listdir(partial.parent) if ".interrupted-" in p]
+    rows = grid.collect(root)
+    assert [r["timesteps"] for r in rows] == [512, 1024]
+    assert grid.run_cell(cell, root).startswith("skip")
