@@ -351,9 +351,11 @@ def play(
     n_steps: int,
     *,
     deterministic: bool = True,
+    n_episodes: int | None = None,
     on_frame: Callable[[], None] | None = None,
 ) -> list[dict[str, float]]:
-    """Run ``model`` on ``env`` for ``n_steps`` steps and return the episodes that finished.
+    """Run ``model`` on ``env`` for ``n_steps`` steps (or until ``n_episodes`` episodes have finished) and return the
+    episodes that finished.
 
     Each episode: ``return`` (the task's own reward, before any normalisation), ``length``, ``truncated`` (ended by
     the time limit, not by a fall or a crash) and, for tasks that report ``info["x_position"]`` (the locomotion
@@ -392,4 +394,6 @@ def play(
             episodes.append(episode)
             returns[index], lengths[index] = 0.0, 0
             start_x[index] = _reset_x(env, index)
+        if n_episodes is not None and len(episodes) >= n_episodes:
+            return episodes[:n_episodes]
     return episodes
