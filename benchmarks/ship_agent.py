@@ -4,6 +4,8 @@ observation statistics and the run's config as plain data (see ``sb3_ppo_ext/pre
     python benchmarks/ship_agent.py ~/runs/grid/sb3_ppo_ext-Walker2D-v0/ppo_ext/seed_1 \\
         --note "3 seeds x 2M steps, benchmarks/grids/walker.yml"
 
+``--table`` prints the README's table of every shipped agent from their provenance instead.
+
 The argument is a grid cell folder (``benchmarks/grid.py``) or an rl-zoo3 run folder (``logs/ppo_ext/<env>_<n>``).
 The run's own zip and ``vecnormalize.pkl`` are unpickled here: pack only runs you made. The agent is then evaluated
 (10 deterministic episodes on fixed seeds) and the result written into its provenance.
@@ -31,14 +33,46 @@ def find_run(folder: str) -> str:
     return os.path.dirname(os.path.dirname(runs[-1]))
 
 
+def agents_table() -> str:
+    """A Markdown table of the shipped agents: score, evaluation, steps, seed, training wall clock, size."""
+    from sb3_ppo_ext.pretrained import agent_folder, list_pretrained, read_agent
+
+    header = ("| task | seed | steps | final eval (training run) | shipped agent: deterministic episodes from env seed 0 "
+              "| training wall clock | size |")
+    lines = [header, "|---|---|---|---|---|---|---|"]
+    for env_id in list_pretrained():
+        folder, agent = read_agent(env_id)
+        provenance = agent["provenance"]
+        shipped = provenance.get("shipped_eval", {})
+        played = (f"{shipped.get('episodes')} episodes: {shipped.get('mean_return', float('nan')):.0f} +- "
+                  f"{shipped.get('std_return', float('nan')):.0f}")
+        if "successes" in shipped:
+            played += f", {shipped['successes']}/{shipped['episodes']} landed"
+        if "mean_speed_m_s" in shipped:
+            played += f", {shipped['mean_speed_m_s']:.2f} m/s, {shipped['fell_or_crashed']} falls"
+        wall = provenance.get("training_wall_s")
+        size = sum(os.path.getsize(os.path.join(folder, name)) for name in os.listdir(agent_folder(env_id)))
+        lines.append(f"| `{env_id}` | {provenance.get('seed')} | {provenance.get('timesteps', 0) / 1e6:.2f}M | "
+                     f"{provenance.get('final_eval_mean', float('nan')):.0f} | {played} | "
+                     f"{'?' if wall is None else f'{wall / 60:.0f} min'} (1 torch thread, "
+                     f"{provenance.get('training_vec_env')}) | {size / 1024:.0f} KiB |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("folder", help="grid cell folder or rl-zoo3 run folder")
+    parser.add_argument("folder", nargs="?", help="grid cell folder or rl-zoo3 run folder")
+    parser.add_argument("--table", action="store_true", help="print the table of the shipped agents and exit")
     parser.add_argument("--model", default="final", choices=["final", "best"], help="the final model or best_model.zip")
     parser.add_argument("--destination", default=None, help="agent folder (default: the package's trained_agents)")
     parser.add_argument("--note", default="", help="how the run was made (kept in the provenance)")
     parser.add_argument("--eval-episodes", type=int, default=10)
     args = parser.parse_args(argv)
+    if args.table:
+        print(agents_table())
+        return 0
+    if args.folder is None:
+        parser.error("a run folder is needed (or --table)")
 
     from stable_baselines3.common.vec_env import VecNormalize
 
@@ -88,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     provenance["shipped_eval"] = {"episodes": len(episodes), "seed": 0, "mean_return": float(np.mean(returns)),
                                   "std_return": float(np.std(returns)),
                                   "fell_or_crashed": sum(not episode["truncated"] for episode in episodes)}
+    if "success" in episodes[0]:
+        provenance["shipped_eval"]["successes"] = sum(episode["success"] for episode in episodes)
     if "speed" in episodes[0]:
         provenance["shipped_eval"]["mean_speed_m_s"] = float(np.mean([episode["speed"] for episode in episodes]))
     save_pretrained(model, destination, env_id=env_id, vec_normalize=statistics, env_kwargs=config.get("env_kwargs"),

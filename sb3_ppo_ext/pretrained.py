@@ -358,7 +358,7 @@ def play(
     episodes that finished.
 
     Each episode: ``return`` (the task's own reward, before any normalisation), ``length``, ``truncated`` (ended by
-    the time limit, not by a fall or a crash) and, for tasks that report ``info["x_position"]`` (the locomotion
+    the time limit, not by a fall or a crash), ``success`` where the task reports ``info["is_success"]`` and, for tasks that report ``info["x_position"]`` (the locomotion
     tasks), ``distance`` (torso x at the end minus at the reset, metres) and ``speed`` (distance over the episode's
     simulated time, m/s, where the env has a ``dt``).
 
@@ -388,6 +388,8 @@ def play(
             info = infos[index]
             episode = {"return": float(returns[index]), "length": int(lengths[index]),
                        "truncated": bool(info.get("TimeLimit.truncated", False))}
+            if "is_success" in info:
+                episode["success"] = bool(info["is_success"])
             if start_x[index] is not None and "x_position" in info:
                 episode["distance"] = float(info["x_position"]) - start_x[index]
                 episode["speed"] = episode["distance"] / (lengths[index] * step_seconds[index])
