@@ -191,7 +191,7 @@ def save_pretrained(
     """Write ``model``'s actor and the normalisation statistics as an agent folder (``agent.json`` + ``policy.npz``).
 
     :param model: a trained actor-critic model (our PPO or SB3's PPO / A2C) with an ``MlpPolicy``-style policy.
-    :param destination: the agent folder (created; existing agent files are replaced).
+    :param destination: the agent folder (created; an agent already there is replaced, each file atomically).
     :param env_id: the registered id of the task it plays.
     :param vec_normalize: the training ``VecNormalize`` (default: the model env's one, if any); only its observation
         statistics are kept (reward normalisation does not change actions).
@@ -233,9 +233,14 @@ def save_pretrained(
         "hyperparams": json.loads(json.dumps(hyperparams or {}, default=str)),
         "provenance": json.loads(json.dumps(provenance or {}, default=str)),
     }
+    from sb3_ppo_ext.callbacks._common import atomic_write
+
     os.makedirs(destination, exist_ok=True)
-    np.savez_compressed(os.path.join(destination, WEIGHTS_FILE), **weights)
-    with open(os.path.join(destination, AGENT_FILE), "w", encoding="utf-8") as stream:
+    # Each file is replaced atomically (never half-written); the weights first, so a new folder becomes an agent
+    # (has agent.json) only once its weights are there.
+    with atomic_write(os.path.join(destination, WEIGHTS_FILE)) as stream:
+        np.savez_compressed(stream, **weights)
+    with atomic_write(os.path.join(destination, AGENT_FILE), "w") as stream:
         json.dump(agent, stream, indent=1)
         stream.write("\n")
     return destination
