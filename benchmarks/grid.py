@@ -14,10 +14,11 @@ restarts the step counter and the schedules, so it cannot continue a run exactly
 folder aside. ``--jobs`` cells run at once, one process each.
 
 ``collect`` reads every cell's ``evaluations.npz`` into one CSV, one row per evaluation: task, variant, seed,
-timesteps, the mean and standard deviation over the evaluation episodes, and the wall-clock seconds of training
-until that step (from the training envs' monitor files, so it includes the evaluations before it).
+timesteps, the mean and standard deviation over the evaluation episodes, the wall-clock seconds of training until
+that step (from the training envs' monitor files, so it includes the evaluations before it), and whether the run
+has finished.
 
-``report`` prints, per task and variant, the final evaluation of each seed, their mean, the interquartile mean
+``report`` prints, per task and variant (finished runs only, unless ``--include-unfinished``), the final evaluation of each seed, their mean, the interquartile mean
 (IQM) and 95% stratified-bootstrap confidence intervals of both (``rliable``), optionally the wall-clock time to a
 score; and plots the learning curves (IQM over seeds with their bootstrap band).
 
@@ -57,7 +58,7 @@ import yaml
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CELL_KEYS = {"seeds", "variants", "n_timesteps", "eval_freq", "eval_episodes", "env_kwargs"}
 VARIANT_KEYS = {"algo", "conf", "hyperparams"}
-CSV_FIELDS = ("task", "variant", "seed", "timesteps", "eval_mean", "eval_std", "wall_s")
+CSV_FIELDS = ("task", "variant", "seed", "timesteps", "eval_mean", "eval_std", "wall_s", "finished")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,7 +222,8 @@ def collect(root: str) -> list[dict[str, Any]]:
         task_folder, variant = os.path.split(os.path.dirname(seed_folder))
         done_path = os.path.join(seed_folder, "done.json")
         task = os.path.basename(task_folder)
-        if os.path.isfile(done_path):
+        finished = os.path.isfile(done_path)
+        if finished:
             with open(done_path, encoding="utf-8") as stream:
                 task = json.load(stream)["task"]
         evaluations = np.load(os.path.join(run_folder, "evaluations.npz"))
@@ -231,7 +233,7 @@ def collect(root: str) -> list[dict[str, Any]]:
             wall = float(clock_seconds[reached]) if reached < len(clock_seconds) else float("nan")
             rows.append({"task": task, "variant": variant, "seed": int(seed_folder.rsplit("_", 1)[1]),
                          "timesteps": int(timesteps), "eval_mean": float(np.mean(results)),
-                         "eval_std": float(np.std(results)), "wall_s": round(wall, 1)})
+                         "eval_std": float(np.std(results)), "wall_s": round(wall, 1), "finished": finished})
     return rows
 
 
@@ -247,7 +249,8 @@ def read_csv(path: str) -> list[dict[str, Any]]:
     with open(path, encoding="utf-8") as stream:
         return [{**row, "seed": int(row["seed"]), "timesteps": int(row["timesteps"]),
                  "eval_mean": float(row["eval_mean"]), "eval_std": float(row["eval_std"]),
-                 "wall_s": float(row["wall_s"])} for row in csv.DictReader(stream)]
+                 "wall_s": float(row["wall_s"]), "finished": row["finished"] == "True"}
+                for row in csv.DictReader(stream)]
 
 
 def _groups(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str], dict[int, list[dict[str, Any]]]]:
@@ -403,6 +406,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          help="also report the wall-clock time until the evaluation first reaches SCORE")
     summary.add_argument("--reps", type=int, default=10_000, help="bootstrap resamples")
     summary.add_argument("--plot", default=None, help="write the learning curves to this image")
+    summary.add_argument("--include-unfinished", action="store_true", help="also report runs still going")
     args = parser.parse_args(argv)
 
     if args.command == "run":
@@ -423,7 +427,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_csv(rows, args.csv)
         print(f"{len(rows)} evaluations of {len({(r['task'], r['variant'], r['seed']) for r in rows})} runs -> {args.csv}")
         return 0
-    rows = read_csv(args.csv)
+    rows = [row for row in read_csv(args.csv) if row["finished"] or args.include_unfinished]
     print(report(rows, at=None if args.at is None else int(args.at), threshold=_thresholds(args.threshold),
                  reps=args.reps))
     if args.plot:

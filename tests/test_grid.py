@@ -71,8 +71,7 @@ def fake_run(root, task, variant, seed, evaluations, episode_ends):
         with open(run / f"{index}.monitor.csv", "w") as stream:
             stream.write(json.dumps({"t_start": 100.0 + index, "env_id": task}) + "\n")
             stream.write("r,l,t\n")
-            for end, length in ends:
-                stream.write(f"1.0,{length},{end}\n")
+            stream.writelines(f"1.0,{length},{end}\n" for end, length in ends)
     return run
 
 
@@ -86,11 +85,13 @@ def test_collect_reads_evaluations_and_wall_clock(tmp_path):
         (1000, 50.0, 1.0, 20.0), (1500, 80.0, 1.0, 30.0)]
     assert np.isnan(rows[2]["wall_s"])  # after the last finished episode
     assert rows[0]["task"] == "sb3_ppo_ext-Walker2D-v0" and rows[0]["variant"] == "ours" and rows[0]["seed"] == 0
+    assert not rows[0]["finished"]
     path = tmp_path / "out" / "evaluations.csv"
     grid.write_csv(rows, str(path))
     with open(path) as stream:
         assert next(csv.reader(stream)) == list(grid.CSV_FIELDS)
     assert grid.read_csv(str(path))[1]["eval_mean"] == 80.0
+    assert grid.read_csv(str(path))[1]["finished"] is False
 
 
 def test_report_mean_iqm_and_time_to_score(tmp_path):
@@ -125,5 +126,5 @@ tasks:
     assert not (partial / "leftover").exists()
     assert [p for p in os.listdir(partial.parent) if ".interrupted-" in p]
     rows = grid.collect(root)
-    assert [r["timesteps"] for r in rows] == [512, 1024]
+    assert [(r["timesteps"], r["finished"]) for r in rows] == [(512, True), (1024, True)]
     assert grid.run_cell(cell, root).startswith("skip")
