@@ -454,3 +454,33 @@ def test_sb3_algorithms_stay_available(tmp_path):
     from stable_baselines3 import PPO as SB3PPO
 
     assert type(SB3PPO.load(archive, device="cpu")) is SB3PPO
+
+
+def _statistics_count(path: str) -> float:
+    import pickle
+
+    with open(path, "rb") as handle:
+        return float(pickle.load(handle).obs_rms.count)
+
+
+PENDULUM_NORMALIZED = ("--hyperparams", "normalize:True", "n_envs:2", "n_steps:256", "batch_size:64")
+
+
+def test_save_freq_checkpoints_carry_their_statistics_and_resume_with_them(tmp_path):
+    main(train_argv("Pendulum-v1", tmp_path, 2048, "--save-freq", "1024", *PENDULUM_NORMALIZED))
+    run = run_folder(tmp_path, "Pendulum-v1")
+    checkpoints = sorted(os.path.basename(path) for path in glob.glob(os.path.join(run, "rl_model_*")))
+    assert checkpoints == ["rl_model_1024_steps.zip", "rl_model_vecnormalize_1024_steps.pkl"]
+    saved = _statistics_count(os.path.join(run, "rl_model_vecnormalize_1024_steps.pkl"))
+    assert saved > 1000  # the statistics at the checkpoint, not the final ones (2048 steps)
+    main(train_argv("Pendulum-v1", tmp_path, 512, "-i", os.path.join(run, "rl_model_1024_steps.zip"), *PENDULUM_NORMALIZED))
+    resumed = _statistics_count(os.path.join(run_folder(tmp_path, "Pendulum-v1", run=2), "Pendulum-v1", "vecnormalize.pkl"))
+    assert resumed == pytest.approx(saved + 512, abs=2)  # continued from the checkpoint's statistics
+
+
+def test_resuming_a_normalised_run_without_statistics_warns(tmp_path):
+    main(train_argv("Pendulum-v1", tmp_path, 512, *PENDULUM_NORMALIZED))
+    model = os.path.join(str(tmp_path), "lonely.zip")
+    os.replace(os.path.join(run_folder(tmp_path, "Pendulum-v1"), "Pendulum-v1.zip"), model)
+    with pytest.warns(UserWarning, match="NEW VecNormalize statistics"):
+        main(train_argv("Pendulum-v1", tmp_path, 256, "-i", model, *PENDULUM_NORMALIZED))

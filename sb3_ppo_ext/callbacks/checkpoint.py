@@ -149,7 +149,8 @@ class RotatingCheckpointCallback(CheckpointCallback):
 
     :param save_freq: save every ``save_freq`` environment steps (>= 1; rounded up to the next rollout boundary).
     :param save_path: folder for the checkpoints (created; must be writable).
-    :param keep_last: how many checkpoints to keep (>= 1); older ones are deleted.
+    :param keep_last: how many checkpoints to keep (>= 1); older ones are deleted. ``None`` keeps every checkpoint
+        (as SB3's ``CheckpointCallback`` does).
     :param name_prefix: file name prefix.
     :param save_vecnormalize: also save the ``VecNormalize`` statistics when the training env has them.
     :param save_on_training_end: also save when training ends (after the last update), so the final state can be
@@ -161,7 +162,7 @@ class RotatingCheckpointCallback(CheckpointCallback):
         self,
         save_freq: int,
         save_path: str,
-        keep_last: int = 5,
+        keep_last: int | None = 5,
         name_prefix: str = "rl_model",
         save_vecnormalize: bool = True,
         save_on_training_end: bool = True,
@@ -179,7 +180,7 @@ class RotatingCheckpointCallback(CheckpointCallback):
             save_vecnormalize=bool(save_vecnormalize),
             verbose=verbose,
         )
-        self.keep_last = check_int("keep_last", keep_last, minimum=1)
+        self.keep_last = None if keep_last is None else check_int("keep_last", keep_last, minimum=1)
         self.save_on_training_end = bool(save_on_training_end)
         self._schedule = StepSchedule(save_freq)
         self.last_checkpoint: Checkpoint | None = None
@@ -229,6 +230,8 @@ class RotatingCheckpointCallback(CheckpointCallback):
         return self.last_checkpoint
 
     def _rotate(self) -> None:
+        if self.keep_last is None:
+            return
         checkpoints = list_checkpoints(self.save_path, self.name_prefix)
         for old in checkpoints[: max(0, len(checkpoints) - self.keep_last)]:
             # Model zip first: a checkpoint without its zip is not listed any more even if the next unlink fails.

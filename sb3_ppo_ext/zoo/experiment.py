@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import re
 import sys
+import warnings
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +18,8 @@ import yaml
 from rl_zoo3 import hyperparams_opt
 from rl_zoo3.exp_manager import ExperimentManager
 from rl_zoo3.utils import ALGOS
+from stable_baselines3.common.callbacks import CheckpointCallback
+from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
 from sb3_ppo_ext.ppo import PPO
 from sb3_ppo_ext.zoo.hyperparams import check_block_keys, preprocess_block, valid_keys
@@ -122,6 +126,53 @@ class SafeExperimentManager(ExperimentManager):
                 if played == self.env_name.gym_id and callback.env_wrapper is None:
                     callback.env_wrapper = env_wrapper
         return hyperparams, env_wrapper, callbacks, vec_env_wrapper
+
+    def create_callbacks(self) -> None:
+        """rl-zoo3's callbacks, with its ``--save-freq`` checkpoints written by our
+        :class:`~sb3_ppo_ext.callbacks.RotatingCheckpointCallback` (same file names, every checkpoint kept as rl-zoo3
+        keeps them): each file is written atomically, and the ``VecNormalize`` statistics go beside each zip
+        (``rl_model_vecnormalize_<steps>_steps.pkl``), which rl-zoo3's plain ``CheckpointCallback`` does not save."""
+        from sb3_ppo_ext.callbacks import RotatingCheckpointCallback
+
+        super().create_callbacks()
+        for index, callback in enumerate(self.callbacks):
+            if type(callback) is CheckpointCallback:  # rl-zoo3 counts its save_freq in calls: n_envs steps each
+                self.callbacks[index] = RotatingCheckpointCallback(
+                    save_freq=callback.save_freq * self.n_envs, save_path=callback.save_path, keep_last=None,
+                    name_prefix=callback.name_prefix, save_vecnormalize=True, save_on_training_end=False,
+                    verbose=callback.verbose)
+
+    def checkpoint_statistics_path(self) -> str | None:
+        """The ``VecNormalize`` statistics saved with the ``-i`` model when it is a checkpoint
+        (``<prefix>_<steps>_steps.zip`` -> ``<prefix>_vecnormalize_<steps>_steps.pkl`` beside it), if that file exists."""
+        match = re.fullmatch(r"(?P<prefix>.+)_(?P<steps>\d+)_steps\.zip", os.path.basename(self.trained_agent or ""))
+        if not self.continue_training or match is None:
+            return None
+        path = os.path.join(os.path.dirname(self.trained_agent),
+                            f"{match['prefix']}_vecnormalize_{match['steps']}_steps.pkl")
+        return path if os.path.isfile(path) else None
+
+    def _maybe_normalize(self, env: VecEnv, eval_env: bool) -> VecEnv:
+        """rl-zoo3's normalisation, except when continuing from a checkpoint: the statistics saved with that
+        checkpoint are loaded (rl-zoo3 reads only a run's final ``vecnormalize.pkl``, so a checkpoint resumed with
+        fresh statistics of mean 0 / variance 1, or with the final ones of a later point of the run). Continuing a
+        normalised run without any saved statistics is warned about, never silent."""
+        statistics = self.checkpoint_statistics_path()
+        if statistics is not None:
+            if self.verbose > 0 and not eval_env:
+                print(f"Loading the checkpoint's VecNormalize statistics {statistics}")
+            env = VecNormalize.load(statistics, env)
+            if eval_env:
+                env.training = False
+                env.norm_reward = False
+            return env
+        final_statistics = os.path.join(os.path.dirname(self.trained_agent), self.env_name, "vecnormalize.pkl")
+        if self.continue_training and self.normalize and not eval_env and not os.path.isfile(final_statistics):
+            warnings.warn(
+                f"continuing {self.trained_agent} with NEW VecNormalize statistics (mean 0, variance 1): neither the "
+                f"checkpoint's statistics file nor {final_statistics} exists, so the policy sees differently scaled "
+                "observations than it was trained on", UserWarning, stacklevel=2)
+        return super()._maybe_normalize(env, eval_env)
 
     def hyperparameters_optimization(self) -> None:
         """rl-zoo3's search, with the settings given by ``--hyperparams`` kept fixed rather than sampled."""
