@@ -1,8 +1,9 @@
 """Learning grids: run (task, variant, seed) cells from zoo configs, collect one CSV, report with rliable.
 
-Three steps, each a subcommand:
+Four steps, each a subcommand:
 
     python benchmarks/grid.py run benchmarks/grids/classic.yml --root ~/runs/grid --jobs 2
+    python benchmarks/grid.py evaluate --root ~/runs/grid --episodes 100       # optional
     python benchmarks/grid.py collect --root ~/runs/grid --csv docs/results/classic.csv
     python benchmarks/grid.py report docs/results/classic.csv --plot docs/results/classic.png
 
@@ -13,12 +14,17 @@ has a ``done.json`` and is skipped; a cell that was interrupted is started again
 restarts the step counter and the schedules, so it cannot continue a run exactly), after moving its partial
 folder aside. ``--jobs`` cells run at once, one process each.
 
-``collect`` reads every cell's ``evaluations.npz`` into one CSV, one row per evaluation: task, variant, seed,
-timesteps, the mean and standard deviation over the evaluation episodes, the wall-clock seconds of training until
-that step (from the training envs' monitor files, so it includes the evaluations before it), and whether the run
-has finished.
+``evaluate`` plays the final model of every finished cell for many deterministic episodes from one fixed env seed
+(the same starts for every cell; through the plain-data agent files that a shipped agent uses) into the cell's
+``final_eval.json``: periodic evaluations of 10 episodes are too noisy to rank near-solved tasks such as Pendulum.
 
-``report`` prints, per task and variant (finished runs only, unless ``--include-unfinished``), the final evaluation of each seed, their mean, the interquartile mean
+``collect`` reads every cell's ``evaluations.npz`` (and ``final_eval.json``) into one CSV, one row per evaluation
+(``kind`` periodic or final): task, variant, seed, timesteps, the number of episodes, the mean and standard
+deviation over them, the wall-clock seconds of training until that step (from the training envs' monitor files, so
+it includes the evaluations before it), and whether the run has finished.
+
+``report`` prints, per task and variant (finished runs only, unless ``--include-unfinished``), each seed's score
+(its final evaluation where every seed has one, else its last periodic one), their mean, the interquartile mean
 (IQM) and 95% stratified-bootstrap confidence intervals of both (``rliable``), optionally the wall-clock time to a
 score; and plots the learning curves (IQM over seeds with their bootstrap band).
 
@@ -58,7 +64,10 @@ import yaml
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CELL_KEYS = {"seeds", "variants", "n_timesteps", "eval_freq", "eval_episodes", "env_kwargs"}
 VARIANT_KEYS = {"algo", "conf", "hyperparams"}
-CSV_FIELDS = ("task", "variant", "seed", "timesteps", "eval_mean", "eval_std", "wall_s", "finished")
+CSV_FIELDS = ("task", "variant", "seed", "kind", "timesteps", "episodes", "eval_mean", "eval_std", "wall_s", "finished")
+#: The env seed of ``evaluate``'s final evaluations: one for every cell, so that every policy meets the same starts.
+FINAL_EVAL_SEED = 10_000
+FINAL_EVAL_FILE = "final_eval.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -228,13 +237,51 @@ def collect(root: str) -> list[dict[str, Any]]:
                 task = json.load(stream)["task"]
         evaluations = np.load(os.path.join(run_folder, "evaluations.npz"))
         clock_steps, clock_seconds = training_clock(run_folder)
+        seed = int(seed_folder.rsplit("_", 1)[1])
         for timesteps, results in zip(evaluations["timesteps"], evaluations["results"]):
             reached = np.searchsorted(clock_steps, timesteps)
             wall = float(clock_seconds[reached]) if reached < len(clock_seconds) else float("nan")
-            rows.append({"task": task, "variant": variant, "seed": int(seed_folder.rsplit("_", 1)[1]),
-                         "timesteps": int(timesteps), "eval_mean": float(np.mean(results)),
+            rows.append({"task": task, "variant": variant, "seed": seed, "kind": "periodic", "timesteps": int(timesteps),
+                         "episodes": len(results), "eval_mean": float(np.mean(results)),
                          "eval_std": float(np.std(results)), "wall_s": round(wall, 1), "finished": finished})
+        final_path = os.path.join(seed_folder, FINAL_EVAL_FILE)
+        if finished and os.path.isfile(final_path):
+            with open(final_path, encoding="utf-8") as stream:
+                final = json.load(stream)
+            rows.append({"task": task, "variant": variant, "seed": seed, "kind": "final", "timesteps": final["timesteps"],
+                         "episodes": final["episodes"], "eval_mean": final["mean_return"],
+                         "eval_std": final["std_return"], "wall_s": float("nan"), "finished": True})
     return rows
+
+
+def evaluate_cells(root: str, episodes: int, tasks: Sequence[str] | None = None) -> list[str]:
+    """Evaluate the final model of every finished cell on ``episodes`` deterministic episodes from env seed
+    :data:`FINAL_EVAL_SEED` (the same starts for every cell), through the plain-data agent files a shipped agent
+    uses; writes ``final_eval.json`` into the cell. Cells already evaluated with as many episodes are skipped."""
+    import tempfile
+
+    from sb3_ppo_ext.pretrained import evaluate_agent, save_pretrained_from_run
+
+    lines = []
+    for done_path in sorted(glob.glob(os.path.join(root, "*", "*", "seed_*", "done.json"))):
+        seed_folder = os.path.dirname(done_path)
+        with open(done_path, encoding="utf-8") as stream:
+            task = json.load(stream)["task"]
+        if tasks and task not in tasks:
+            continue
+        final_path = os.path.join(seed_folder, FINAL_EVAL_FILE)
+        if os.path.isfile(final_path):
+            with open(final_path, encoding="utf-8") as stream:
+                if json.load(stream)["episodes"] == episodes:
+                    lines.append(f"skip  {seed_folder} (evaluated)")
+                    continue
+        with tempfile.TemporaryDirectory() as agent:
+            facts = save_pretrained_from_run(seed_folder, agent)
+            summary = {**evaluate_agent(agent, episodes, seed=FINAL_EVAL_SEED), "timesteps": facts["timesteps"]}
+        with open(final_path, "w", encoding="utf-8") as stream:
+            json.dump(summary, stream, indent=1)
+        lines.append(f"eval  {seed_folder}: {summary['mean_return']:.1f} over {episodes} episodes")
+    return lines
 
 
 def write_csv(rows: Sequence[dict[str, Any]], path: str) -> None:
@@ -247,16 +294,18 @@ def write_csv(rows: Sequence[dict[str, Any]], path: str) -> None:
 
 def read_csv(path: str) -> list[dict[str, Any]]:
     with open(path, encoding="utf-8") as stream:
-        return [{**row, "seed": int(row["seed"]), "timesteps": int(row["timesteps"]),
+        return [{**row, "seed": int(row["seed"]), "timesteps": int(row["timesteps"]), "episodes": int(row["episodes"]),
                  "eval_mean": float(row["eval_mean"]), "eval_std": float(row["eval_std"]),
                  "wall_s": float(row["wall_s"]), "finished": row["finished"] == "True"}
                 for row in csv.DictReader(stream)]
 
 
-def _groups(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str], dict[int, list[dict[str, Any]]]]:
-    """``{(task, variant): {seed: rows sorted by timesteps}}``."""
+def _groups(rows: Sequence[dict[str, Any]], kind: str = "periodic") -> dict[tuple[str, str], dict[int, list[dict[str, Any]]]]:
+    """``{(task, variant): {seed: rows of that kind sorted by timesteps}}``."""
     groups: dict[tuple[str, str], dict[int, list[dict[str, Any]]]] = {}
     for row in rows:
+        if row["kind"] != kind:
+            continue
         groups.setdefault((row["task"], row["variant"]), {}).setdefault(row["seed"], []).append(row)
     for seeds in groups.values():
         for seed_rows in seeds.values():
@@ -300,17 +349,23 @@ def interval_estimates(scores: dict[str, np.ndarray], reps: int, seed: int = 0) 
 
 
 def report(rows: Sequence[dict[str, Any]], *, at: int | None, threshold: dict[str, float], reps: int) -> str:
-    """A Markdown table per task: per-seed finals, mean and IQM with 95% CIs, time to ``threshold``."""
-    groups = _groups(rows)
+    """A Markdown table per task: per-seed finals, mean and IQM with 95% CIs, time to ``threshold``.
+
+    A seed's score is its ``final`` evaluation (``evaluate``) where every seed of the variant has one and no ``at``
+    is given, else its last periodic evaluation (at or before ``at`` steps). The ``evaluation`` column says which.
+    """
+    periodic, final = _groups(rows, "periodic"), _groups(rows, "final")
     lines = []
-    for task in sorted({task for task, _ in groups}):
-        variants = sorted(variant for t, variant in groups if t == task)
-        finals = {variant: final_scores(groups[task, variant], at) for variant in variants}
+    for task in sorted({task for task, _ in periodic}):
+        variants = sorted(variant for t, variant in periodic if t == task)
+        sources = {variant: final[task, variant] if at is None and set(final.get((task, variant), {})) ==
+                   set(periodic[task, variant]) else periodic[task, variant] for variant in variants}
+        finals = {variant: final_scores(sources[variant], at) for variant in variants}
         estimates = interval_estimates(
             {variant: np.array(list(finals[variant].values()), dtype=float)[:, None] for variant in variants
              if finals[variant]}, reps)
         lines += [f"### {task}", ""]
-        header = "| variant | seeds | final eval per seed | steps | mean [95% CI] | IQM [95% CI] |"
+        header = "| variant | seeds | score per seed | steps | evaluation | mean [95% CI] | IQM [95% CI] |"
         if task in threshold:
             header += f" wall-clock to {threshold[task]:g} per seed |"
         lines += [header, "|" + "---|" * (header.count("|") - 1)]
@@ -318,16 +373,17 @@ def report(rows: Sequence[dict[str, Any]], *, at: int | None, threshold: dict[st
             if not finals[variant]:
                 continue
             seeds = sorted(finals[variant])
-            steps = sorted({groups[task, variant][seed][-1]["timesteps"] if at is None else
-                            max(r["timesteps"] for r in groups[task, variant][seed] if r["timesteps"] <= at)
-                            for seed in seeds})
+            used = [[row for row in sources[variant][seed] if at is None or row["timesteps"] <= at][-1] for seed in seeds]
+            steps = sorted({row["timesteps"] for row in used})
+            kind = "final" if sources[variant] is not periodic[task, variant] else "last periodic"
+            episodes = "/".join(str(n) for n in sorted({row["episodes"] for row in used}))
             mean, iqm = estimates[variant]["mean"], estimates[variant]["iqm"]
             line = (f"| {variant} | {', '.join(map(str, seeds))} | "
                     f"{', '.join(f'{finals[variant][seed]:.0f}' for seed in seeds)} | "
-                    f"{'/'.join(f'{s / 1e6:g}M' for s in steps)} | {mean[0]:.0f} [{mean[1]:.0f}, {mean[2]:.0f}] | "
-                    f"{iqm[0]:.0f} [{iqm[1]:.0f}, {iqm[2]:.0f}] |")
+                    f"{'/'.join(f'{s / 1e6:g}M' for s in steps)} | {kind}, {episodes} episodes | "
+                    f"{mean[0]:.0f} [{mean[1]:.0f}, {mean[2]:.0f}] | {iqm[0]:.0f} [{iqm[1]:.0f}, {iqm[2]:.0f}] |")
             if task in threshold:
-                reached = [time_to_score(groups[task, variant][seed], threshold[task]) for seed in seeds]
+                reached = [time_to_score(periodic[task, variant][seed], threshold[task]) for seed in seeds]
                 line += " " + ", ".join("not reached" if r is None else f"{r[0] / 60:.1f} min ({r[1] / 1e6:.2f}M)"
                                         for r in reached) + " |"
             lines.append(line)
@@ -399,6 +455,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     gather = commands.add_parser("collect", help="write one CSV of every evaluation under --root")
     gather.add_argument("--root", required=True)
     gather.add_argument("--csv", required=True)
+    final = commands.add_parser("evaluate", help="evaluate the final model of every finished cell on many episodes")
+    final.add_argument("--root", required=True)
+    final.add_argument("--episodes", type=int, default=100)
+    final.add_argument("--tasks", nargs="+", default=None, help="only these tasks")
     summary = commands.add_parser("report", help="mean, IQM and 95%% CIs per task and variant; learning curves")
     summary.add_argument("csv")
     summary.add_argument("--at", type=float, default=None, help="score at this step budget (default: last eval)")
@@ -422,6 +482,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(shlex.join(["sb3-ppo-ext", *cell.train_argv(cell.folder(args.root))]))
             return 0
         return 0 if run_grid(cells, os.path.expanduser(args.root), args.jobs) else 1
+    if args.command == "evaluate":
+        if args.episodes < 1:
+            parser.error(f"--episodes must be >= 1, got {args.episodes}")
+        for line in evaluate_cells(os.path.expanduser(args.root), args.episodes, args.tasks):
+            print(line, flush=True)
+        return 0
     if args.command == "collect":
         rows = collect(os.path.expanduser(args.root))
         write_csv(rows, args.csv)

@@ -3,55 +3,41 @@ observation statistics and the run's config as plain data (see ``sb3_ppo_ext/pre
 
     python benchmarks/ship_agent.py ~/runs/grid/sb3_ppo_ext-Walker2D-v0/ppo_ext/seed_1 \\
         --note "3 seeds x 2M steps, benchmarks/grids/walker.yml"
-
-``--table`` prints the README's table of every shipped agent from their provenance instead.
+    python benchmarks/ship_agent.py --table        # the README's table of the shipped agents
 
 The argument is a grid cell folder (``benchmarks/grid.py``) or an rl-zoo3 run folder (``logs/ppo_ext/<env>_<n>``).
-The run's own zip and ``vecnormalize.pkl`` are unpickled here: pack only runs you made. The agent is then evaluated
-(10 deterministic episodes on fixed seeds) and the result written into its provenance.
+The run's own zip and ``vecnormalize.pkl`` are unpickled here: pack only runs you made. The packed files are then
+loaded back and played (``--eval-episodes`` deterministic episodes from env seed 0), and that evaluation is written
+into the agent's provenance.
 """
 
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
-import pickle
 import sys
-
-import numpy as np
-
-
-def find_run(folder: str) -> str:
-    """The rl-zoo3 run folder (``<algo>/<env>_<n>``) inside a grid cell folder, or ``folder`` itself."""
-    if glob.glob(os.path.join(folder, "*", "config.yml")):
-        return folder
-    runs = sorted(glob.glob(os.path.join(folder, "*", "*", "*", "config.yml")), key=os.path.getmtime)
-    if not runs:
-        raise SystemExit(f"no rl-zoo3 run (a <env>/config.yml) in {folder!r}")
-    return os.path.dirname(os.path.dirname(runs[-1]))
 
 
 def agents_table() -> str:
     """A Markdown table of the shipped agents: score, evaluation, steps, seed, training wall clock, size."""
-    from sb3_ppo_ext.pretrained import agent_folder, list_pretrained, read_agent
+    from sb3_ppo_ext.pretrained import list_pretrained, read_agent
 
-    header = ("| task | seed | steps | final eval (training run) | shipped agent: deterministic episodes from env seed 0 "
-              "| training wall clock | size |")
+    header = ("| task | seed | steps | last evaluation of the run | shipped files: deterministic episodes from env "
+              "seed 0 | training wall clock | size |")
     lines = [header, "|---|---|---|---|---|---|---|"]
     for env_id in list_pretrained():
         folder, agent = read_agent(env_id)
         provenance = agent["provenance"]
         shipped = provenance.get("shipped_eval", {})
-        played = (f"{shipped.get('episodes')} episodes: {shipped.get('mean_return', float('nan')):.0f} +- "
-                  f"{shipped.get('std_return', float('nan')):.0f}")
+        played = f"{shipped.get('episodes')} episodes: {shipped.get('mean_return', float('nan')):.0f} +- " \
+                 f"{shipped.get('std_return', float('nan')):.0f}"
         if "successes" in shipped:
-            played += f", {shipped['successes']}/{shipped['episodes']} landed"
+            played += f", {shipped['successes']} landed"
         if "mean_speed_m_s" in shipped:
-            played += f", {shipped['mean_speed_m_s']:.2f} m/s, {shipped['fell_or_crashed']} falls"
+            played += f", {shipped['mean_speed_m_s']:.2f} m/s, {shipped['ended_early']} falls"
         wall = provenance.get("training_wall_s")
-        size = sum(os.path.getsize(os.path.join(folder, name)) for name in os.listdir(agent_folder(env_id)))
+        size = sum(os.path.getsize(os.path.join(folder, name)) for name in os.listdir(folder))
         lines.append(f"| `{env_id}` | {provenance.get('seed')} | {provenance.get('timesteps', 0) / 1e6:.2f}M | "
                      f"{provenance.get('final_eval_mean', float('nan')):.0f} | {played} | "
                      f"{'?' if wall is None else f'{wall / 60:.0f} min'} (1 torch thread, "
@@ -74,62 +60,24 @@ def main(argv: list[str] | None = None) -> int:
     if args.folder is None:
         parser.error("a run folder is needed (or --table)")
 
-    from stable_baselines3.common.vec_env import VecNormalize
-
-    import sb3_ppo_ext  # noqa: F401  (registers the tasks)
-    from sb3_ppo_ext.pretrained import agent_folder, load_pretrained, play, save_pretrained
+    from sb3_ppo_ext.pretrained import agent_folder, evaluate_agent, find_zoo_run, read_agent, save_pretrained_from_run
     from sb3_ppo_ext.zoo.hyperparams import load_run_yaml
 
-    run = find_run(os.path.expanduser(args.folder))
-    (params,) = [os.path.dirname(path) for path in glob.glob(os.path.join(run, "*", "config.yml"))]
-    run_args = dict(load_run_yaml(os.path.join(params, "args.yml")))
-    config = dict(load_run_yaml(os.path.join(params, "config.yml")))
-    env_id = run_args["env"]
-    model_path = os.path.join(run, "best_model.zip" if args.model == "best" else f"{os.path.basename(params)}.zip")
-
-    from rl_zoo3.utils import ALGOS
-
-    from sb3_ppo_ext.zoo import register_algorithm
-
-    register_algorithm()
-    model = ALGOS[run_args["algo"]].load(model_path, device="cpu")
-    statistics: VecNormalize | None = None
-    if os.path.isfile(os.path.join(params, "vecnormalize.pkl")):
-        with open(os.path.join(params, "vecnormalize.pkl"), "rb") as stream:
-            statistics = pickle.load(stream)  # our own run's file (see the module docstring)
-    evaluations = np.load(os.path.join(run, "evaluations.npz"))
-    done_path = os.path.join(os.path.dirname(os.path.dirname(run)), "done.json")
-    wall_s = None
+    folder = os.path.expanduser(args.folder)
+    run = find_zoo_run(folder)
+    env_id = next(load_run_yaml(os.path.join(run, name, "args.yml"))["env"] for name in os.listdir(run)
+                  if os.path.isfile(os.path.join(run, name, "args.yml")))
+    provenance = {"note": args.note, "training_wall_s": None}
+    done_path = os.path.join(folder, "done.json")  # a grid cell's record, with the run's wall clock
     if os.path.isfile(done_path):
         with open(done_path, encoding="utf-8") as stream:
-            wall_s = json.load(stream)["wall_s"]
-    provenance = {
-        "algo": run_args["algo"], "seed": run_args["seed"], "timesteps": int(model.num_timesteps),
-        "model": args.model, "final_eval_mean": float(evaluations["results"][-1].mean()),
-        "final_eval_timesteps": int(evaluations["timesteps"][-1]), "training_wall_s": wall_s,
-        "training_vec_env": run_args.get("vec_env"), "torch_threads": run_args.get("num_threads"),
-        "hyperparams_overrides": run_args.get("hyperparams"), "note": args.note,
-    }
+            provenance["training_wall_s"] = json.load(stream)["wall_s"]
     destination = args.destination or agent_folder(env_id)
-    save_pretrained(model, destination, env_id=env_id, vec_normalize=statistics, env_kwargs=config.get("env_kwargs"),
-                    env_wrapper=config.get("env_wrapper"), frame_stack=config.get("frame_stack"), hyperparams=config,
-                    provenance=provenance)
-
-    shipped, env = load_pretrained(destination, n_envs=1, seed=0)
-    episodes = play(shipped, env, 10_000_000, n_episodes=args.eval_episodes)
-    env.close()
-    returns = [episode["return"] for episode in episodes]
-    provenance["shipped_eval"] = {"episodes": len(episodes), "seed": 0, "mean_return": float(np.mean(returns)),
-                                  "std_return": float(np.std(returns)),
-                                  "fell_or_crashed": sum(not episode["truncated"] for episode in episodes)}
-    if "success" in episodes[0]:
-        provenance["shipped_eval"]["successes"] = sum(episode["success"] for episode in episodes)
-    if "speed" in episodes[0]:
-        provenance["shipped_eval"]["mean_speed_m_s"] = float(np.mean([episode["speed"] for episode in episodes]))
-    save_pretrained(model, destination, env_id=env_id, vec_normalize=statistics, env_kwargs=config.get("env_kwargs"),
-                    env_wrapper=config.get("env_wrapper"), frame_stack=config.get("frame_stack"), hyperparams=config,
-                    provenance=provenance)
-    size = sum(os.path.getsize(os.path.join(destination, name)) for name in os.listdir(destination))
+    provenance = save_pretrained_from_run(run, destination, model=args.model, provenance=provenance)
+    provenance["shipped_eval"] = evaluate_agent(destination, args.eval_episodes, seed=0)
+    save_pretrained_from_run(run, destination, model=args.model, provenance=provenance)
+    folder, _ = read_agent(destination)
+    size = sum(os.path.getsize(os.path.join(folder, name)) for name in os.listdir(folder))
     print(json.dumps(provenance, indent=1))
     print(f"shipped {env_id} -> {destination} ({size / 1024:.0f} KiB)")
     return 0

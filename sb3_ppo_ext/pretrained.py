@@ -22,6 +22,7 @@ named in ``agent.json`` is resolved through an allow-list.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 from collections.abc import Callable
@@ -404,3 +405,89 @@ def play(
         if n_episodes is not None and len(episodes) >= n_episodes:
             return episodes[:n_episodes]
     return episodes
+
+
+# --- packing a zoo run ------------------------------------------------------------------------------------------
+
+
+def find_zoo_run(folder: str) -> str:
+    """The rl-zoo3 run folder (``<algo>/<env>_<n>``, holding ``<env>/config.yml``) that is ``folder`` or lies under it
+    (the newest one, e.g. inside a ``benchmarks/grid.py`` cell folder).
+
+    :raises ValueError: when there is none.
+    """
+    if glob.glob(os.path.join(glob.escape(folder), "*", "config.yml")):
+        return folder
+    runs = sorted(glob.glob(os.path.join(glob.escape(folder), "*", "*", "*", "config.yml")), key=os.path.getmtime)
+    if not runs:
+        raise ValueError(f"no rl-zoo3 run (a folder with <env>/config.yml) in {folder!r}")
+    return os.path.dirname(os.path.dirname(runs[-1]))
+
+
+def save_pretrained_from_run(
+    folder: str, destination: str, *, model: str = "final", provenance: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Pack the final (or ``"best"``) model of an rl-zoo3 run as an agent folder (see :func:`save_pretrained`).
+
+    **This unpickles the run's model zip and ``vecnormalize.pkl``: use it only on runs you made.** Needs the ``zoo``
+    extra (the run's algorithm is looked up in rl-zoo3's registry).
+
+    :param folder: an rl-zoo3 run folder or a folder above one (see :func:`find_zoo_run`).
+    :param destination: the agent folder to write.
+    :param model: ``"final"`` (``<env>.zip``) or ``"best"`` (``best_model.zip``).
+    :param provenance: extra provenance entries (kept with the run's own: algorithm, seed, steps, last evaluation).
+    :returns: the provenance written.
+    """
+    import pickle
+
+    from rl_zoo3.utils import ALGOS
+
+    from sb3_ppo_ext.zoo import register_algorithm
+    from sb3_ppo_ext.zoo.hyperparams import load_run_yaml
+
+    if model not in ("final", "best"):
+        raise ValueError(f"model must be 'final' or 'best', got {model!r}")
+    run = find_zoo_run(folder)
+    (params,) = [os.path.dirname(path) for path in glob.glob(os.path.join(glob.escape(run), "*", "config.yml"))]
+    run_args = dict(load_run_yaml(os.path.join(params, "args.yml")))
+    config = dict(load_run_yaml(os.path.join(params, "config.yml")))
+    register_algorithm()
+    trained = ALGOS[run_args["algo"]].load(
+        os.path.join(run, "best_model.zip" if model == "best" else f"{os.path.basename(params)}.zip"), device="cpu")
+    statistics = None
+    if os.path.isfile(os.path.join(params, "vecnormalize.pkl")):
+        with open(os.path.join(params, "vecnormalize.pkl"), "rb") as stream:
+            statistics = pickle.load(stream)
+    facts: dict[str, Any] = {"algo": run_args["algo"], "seed": run_args["seed"], "timesteps": int(trained.num_timesteps),
+                             "model": model, "training_vec_env": run_args.get("vec_env"),
+                             "torch_threads": run_args.get("num_threads"),
+                             "hyperparams_overrides": run_args.get("hyperparams")}
+    if os.path.isfile(os.path.join(run, "evaluations.npz")):
+        with np.load(os.path.join(run, "evaluations.npz")) as evaluations:
+            facts["final_eval_mean"] = float(evaluations["results"][-1].mean())
+            facts["final_eval_timesteps"] = int(evaluations["timesteps"][-1])
+    facts.update(provenance or {})
+    save_pretrained(trained, destination, env_id=run_args["env"], vec_normalize=statistics,
+                    env_kwargs=config.get("env_kwargs"), env_wrapper=config.get("env_wrapper"),
+                    frame_stack=config.get("frame_stack"), hyperparams=config, provenance=facts)
+    return facts
+
+
+def evaluate_agent(folder: str, n_episodes: int, seed: int = 0) -> dict[str, Any]:
+    """Play ``n_episodes`` deterministic episodes of an agent folder from env seed ``seed`` (one env, so the
+    episodes and their order are fixed by the seed) and summarise them: mean and standard deviation of the return,
+    episodes that ended before the time limit, landings and mean speed where the task reports them."""
+    model, env = load_pretrained(folder, n_envs=1, seed=seed)
+    try:
+        episodes = play(model, env, 1 << 62, n_episodes=n_episodes)
+    finally:
+        env.close()
+    returns = [episode["return"] for episode in episodes]
+    summary: dict[str, Any] = {"episodes": len(episodes), "seed": seed, "mean_return": float(np.mean(returns)),
+                               "std_return": float(np.std(returns)),
+                               "ended_early": sum(not episode["truncated"] for episode in episodes)}
+    if "success" in episodes[0]:
+        summary["successes"] = sum(episode["success"] for episode in episodes)
+    if "speed" in episodes[0]:
+        summary["mean_speed_m_s"] = float(np.mean([episode["speed"] for episode in episodes]))
+    return summary

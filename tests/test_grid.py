@@ -81,8 +81,8 @@ def test_collect_reads_evaluations_and_wall_clock(tmp_path):
     fake_run(tmp_path, "sb3_ppo_ext/Walker2D-v0", "ours", 0, [(1000, 50.0), (1500, 80.0), (4000, 90.0)],
              [[(10.0, 500), (30.0, 500)], [(19.0, 500)]])
     rows = grid.collect(str(tmp_path))
-    assert [(r["timesteps"], r["eval_mean"], r["eval_std"], r["wall_s"]) for r in rows[:2]] == [
-        (1000, 50.0, 1.0, 20.0), (1500, 80.0, 1.0, 30.0)]
+    assert [(r["kind"], r["timesteps"], r["episodes"], r["eval_mean"], r["eval_std"], r["wall_s"]) for r in rows[:2]] == [
+        ("periodic", 1000, 2, 50.0, 1.0, 20.0), ("periodic", 1500, 2, 80.0, 1.0, 30.0)]
     assert np.isnan(rows[2]["wall_s"])  # after the last finished episode
     assert rows[0]["task"] == "sb3_ppo_ext-Walker2D-v0" and rows[0]["variant"] == "ours" and rows[0]["seed"] == 0
     assert not rows[0]["finished"]
@@ -101,10 +101,10 @@ def test_report_mean_iqm_and_time_to_score(tmp_path):
     text = grid.report(rows, at=None, threshold={"T": 250.0}, reps=200)
     line = next(line for line in text.splitlines() if line.startswith("| a |"))
     cells = [cell.strip() for cell in line.strip("|").split("|")]
-    assert cells[:4] == ["a", "0, 1, 2, 3", "100, 200, 300, 1000", "0.002M"]
-    assert cells[4].startswith("400 [")  # mean of the four finals
-    assert cells[5].startswith("250 [")  # IQM: the mean of the middle two
-    assert cells[6] == "not reached, not reached, 0.1 min (0.00M), 0.1 min (0.00M)"
+    assert cells[:5] == ["a", "0, 1, 2, 3", "100, 200, 300, 1000", "0.002M", "last periodic, 2 episodes"]
+    assert cells[5].startswith("400 [")  # mean of the four finals
+    assert cells[6].startswith("250 [")  # IQM: the mean of the middle two
+    assert cells[7] == "not reached, not reached, 0.1 min (0.00M), 0.1 min (0.00M)"
     earlier = grid.report(rows, at=1500, threshold={}, reps=200)
     assert "| 10, 10, 10, 10 |" in earlier
     assert grid.time_to_score(rows[:2], 5.0) == (rows[0]["wall_s"], 1000)
@@ -128,3 +128,11 @@ tasks:
     rows = grid.collect(root)
     assert [(r["timesteps"], r["finished"]) for r in rows] == [(512, True), (1024, True)]
     assert grid.run_cell(cell, root).startswith("skip")
+    (line,) = grid.evaluate_cells(root, episodes=5)
+    assert line.startswith("eval ")
+    final = json.loads((partial / grid.FINAL_EVAL_FILE).read_text())
+    assert final["episodes"] == 5 and final["seed"] == grid.FINAL_EVAL_SEED and final["timesteps"] == 1024
+    assert grid.evaluate_cells(root, episodes=5)[0].startswith("skip")
+    rows = grid.collect(root)
+    assert [r["kind"] for r in rows] == ["periodic", "periodic", "final"]
+    assert "| final, 5 episodes |" in grid.report(rows, at=None, threshold={}, reps=100)
