@@ -595,3 +595,21 @@ def test_zoo_yaml_callback_entries_build_every_callback(tmp_path):
         "ExportPolicyCallback",
     ]
     assert callbacks[1].env_kwargs == {"g": 9.81} and callbacks[5].formats == ["onnx", "torchscript"]
+
+
+def test_atomic_writes_keep_ordinary_file_modes(tmp_path):
+    """New files get the mode a plain open() gives (not mkstemp's 0600); a replaced file keeps its mode."""
+    from sb3_ppo_ext.callbacks._common import atomic_write
+
+    umask = os.umask(0o022)
+    try:
+        fresh = tmp_path / "fresh.bin"
+        with atomic_write(str(fresh)) as handle:
+            handle.write(b"x")
+        assert fresh.stat().st_mode & 0o777 == 0o644
+        fresh.chmod(0o640)
+        with atomic_write(str(fresh)) as handle:
+            handle.write(b"y")
+        assert fresh.stat().st_mode & 0o777 == 0o640 and fresh.read_bytes() == b"y"
+    finally:
+        os.umask(umask)

@@ -180,8 +180,15 @@ def _walker_walks(model, env):
     assert episode["speed"] > 0.5, f"the walker's mean speed is {episode['speed']:.2f} m/s"
 
 
+def _pendulum_swings_up(model, env):
+    """Ten episodes: a random policy scores about -1200, a swing-up about -150."""
+    episodes = play(model, env, 2000, n_episodes=10)
+    mean = np.mean([episode["return"] for episode in episodes])
+    assert len(episodes) == 10 and mean > -250, f"mean return {mean:.0f}"
+
+
 #: The short evaluation each shipped agent must pass (every shipped agent needs an entry).
-SHIPPED_CHECKS = {"sb3_ppo_ext/Walker2D-v0": _walker_walks}
+SHIPPED_CHECKS = {"sb3_ppo_ext/Walker2D-v0": _walker_walks, "Pendulum-v1": _pendulum_swings_up}
 
 
 def test_every_shipped_agent_has_a_check():

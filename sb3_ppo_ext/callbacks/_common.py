@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from typing import IO, Any
@@ -90,6 +91,7 @@ def atomic_path(path: str) -> Iterator[str]:
     descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=f".tmp{extension}")
     os.close(descriptor)
     try:
+        os.chmod(temporary, _file_mode(path))  # mkstemp makes 0600 files; keep the mode a plain open() would give
         yield temporary
         with open(temporary, "rb") as handle:
             os.fsync(handle.fileno())
@@ -99,6 +101,16 @@ def atomic_path(path: str) -> Iterator[str]:
             os.unlink(temporary)
         raise
     fsync_directory(folder)
+
+
+def _file_mode(path: str) -> int:
+    """The permission bits for writing ``path``: those of the file it replaces, else ``0o666`` minus the umask."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)  # reading the umask means setting it: put it straight back
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def fsync_directory(folder: str) -> None:
