@@ -380,7 +380,7 @@ def report(rows: Sequence[dict[str, Any]], *, at: int | None, threshold: dict[st
             mean, iqm = estimates[variant]["mean"], estimates[variant]["iqm"]
             line = (f"| {variant} | {', '.join(map(str, seeds))} | "
                     f"{', '.join(f'{finals[variant][seed]:.0f}' for seed in seeds)} | "
-                    f"{'/'.join(f'{s / 1e6:g}M' for s in steps)} | {kind}, {episodes} episodes | "
+                    f"{'/'.join(f'{s / 1e6:.3g}M' for s in steps)} | {kind}, {episodes} episodes | "
                     f"{mean[0]:.0f} [{mean[1]:.0f}, {mean[2]:.0f}] | {iqm[0]:.0f} [{iqm[1]:.0f}, {iqm[2]:.0f}] |")
             if task in threshold:
                 reached = [time_to_score(periodic[task, variant][seed], threshold[task]) for seed in seeds]
