@@ -24,6 +24,9 @@ def test_wheel_layout(tmp_path):
     assert "sb3_ppo_ext/envs/rocket_lander.py" in names
     assert "sb3_ppo_ext/zoo_configs/ppo_ext.yml" in names
     assert "sb3_ppo_ext/ppo/ppo.py" in names
+    for agent in (ROOT / "sb3_ppo_ext" / "trained_agents").glob("*/agent.json"):  # the shipped agents are package data
+        for name in ("agent.json", "policy.npz"):
+            assert f"sb3_ppo_ext/trained_agents/{agent.parent.name}/{name}" in names
     top_level = {name.split("/")[0] for name in names}
     assert top_level == {"sb3_ppo_ext", wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1] + ".dist-info"}
 
