@@ -156,6 +156,8 @@ def test_cli_enjoy_record_export(pendulum_agent, tmp_path, capsys):
     cli_main(["record-video", "--pretrained", "--env", folder, "-n", "20", "-o", str(tmp_path)])
     video = tmp_path / "pendulum-pretrained.mp4"
     assert video.stat().st_size > 1000
+    cli_main(["record-video", "--pretrained", "--env", folder, "-n", "5", "-o", str(tmp_path)])
+    assert (tmp_path / "pendulum-pretrained-2.mp4").exists() and video.stat().st_size > 1000  # the first one is kept
     onnx_path = tmp_path / "p.onnx"
     cli_main(["export", "--pretrained", "--env", folder, "-o", str(onnx_path)])
     raw = np.array([[0.5, -0.2, 1.0]], dtype=np.float32)

@@ -137,6 +137,21 @@ def _load_pretrained_or_exit(env_id: str, **kwargs: Any) -> tuple[Any, Any]:
         raise SystemExit(f"sb3-ppo-ext: {error}") from None
 
 
+def _default_output(env_id_or_folder: str, folder: str, extension: str) -> str:
+    """``<folder>/<env name>-pretrained<extension>``, numbered (``-2``, ``-3``...) rather than replacing a file."""
+    from huggingface_sb3 import EnvironmentName
+
+    if os.path.isdir(env_id_or_folder):
+        name = os.path.basename(os.path.normpath(env_id_or_folder))
+    else:
+        name = str(EnvironmentName(env_id_or_folder))
+    path, number = os.path.join(folder, f"{name}-pretrained{extension}"), 1
+    while os.path.exists(path):
+        number += 1
+        path = os.path.join(folder, f"{name}-pretrained-{number}{extension}")
+    return path
+
+
 def _print_episodes(episodes: list[dict]) -> None:
     for episode in episodes:
         line = f"Episode Reward: {episode['return']:.2f}  Episode Length: {episode['length']}"
@@ -170,14 +185,13 @@ def enjoy_pretrained(argv: Sequence[str]) -> None:
 
 def record_video_pretrained(argv: Sequence[str]) -> None:
     """``record-video --pretrained``: an MP4 of a shipped agent (rendered off-screen)."""
-    from huggingface_sb3 import EnvironmentName
-
     from sb3_ppo_ext.callbacks._media import env_fps, write_mp4
     from sb3_ppo_ext.pretrained import play
 
     parser = _pretrained_parser("record-video", record_video_pretrained.__doc__)
     parser.add_argument("-n", "--n-timesteps", type=_positive, default=1000, help="steps to record")
-    parser.add_argument("-o", "--output-folder", default="videos", help="folder of the video")
+    parser.add_argument("-o", "--output-folder", default="videos",
+                        help="folder of the video (<env>-pretrained.mp4; numbered instead of replacing an earlier one)")
     parser.add_argument("--stochastic", action="store_true", help="sample actions instead of the mean action")
     args = parser.parse_args(list(argv))
     model, env = _load_pretrained_or_exit(args.env, seed=args.seed, render_mode="rgb_array")
@@ -189,8 +203,7 @@ def record_video_pretrained(argv: Sequence[str]) -> None:
     finally:
         env.close()
     os.makedirs(args.output_folder, exist_ok=True)
-    name = EnvironmentName(args.env) if not os.path.isdir(args.env) else os.path.basename(os.path.normpath(args.env))
-    path = os.path.join(args.output_folder, f"{name}-pretrained.mp4")
+    path = _default_output(args.env, args.output_folder, ".mp4")
     write_mp4(path, frames, fps)
     _print_episodes(episodes)
     print(f"Saved {len(frames)} frames to {path}")
@@ -198,17 +211,15 @@ def record_video_pretrained(argv: Sequence[str]) -> None:
 
 def export_pretrained(argv: Sequence[str]) -> None:
     """``export --pretrained``: the ONNX policy of a shipped agent (raw observation -> action)."""
-    from huggingface_sb3 import EnvironmentName
-
     from sb3_ppo_ext.callbacks import export_onnx
 
     parser = _pretrained_parser("export", export_pretrained.__doc__)
-    parser.add_argument("-o", "--output", help="ONNX file (default: <env>-pretrained.onnx here)")
+    parser.add_argument("-o", "--output", help="ONNX file (default: <env>-pretrained.onnx here, numbered instead of "
+                        "replacing an earlier one)")
     parser.add_argument("--opset", type=int, default=17, help="ONNX opset version")
     args = parser.parse_args(list(argv))
     model, env = _load_pretrained_or_exit(args.env, seed=args.seed)
-    name = EnvironmentName(args.env) if not os.path.isdir(args.env) else os.path.basename(os.path.normpath(args.env))
-    output = args.output or f"{name}-pretrained.onnx"
+    output = args.output or _default_output(args.env, ".", ".onnx")
     try:
         export_onnx(model, output, env if isinstance(env, VecNormalize) else None, opset=args.opset)
     finally:
