@@ -30,6 +30,11 @@ from sb3_ppo_ext.envs._bullet import BulletClient, check_action, check_gui_avail
 
 #: One env step: one ``stepSimulation()`` of 4 sub-steps of 0.0165 / 4 s (as pybullet_envs / Roboschool).
 CONTROL_TIMESTEP = 0.0165
+
+#: pybullet_envs' behaviours that our tasks fix by default, each reproducible on its own (``reference_quirks``):
+#: the floor body averaged into the body centre used for progress, the electricity cost of the unclipped action,
+#: and foot-contact flags in the observation that are one step old.
+REFERENCE_QUIRKS: tuple[str, ...] = ("floor_in_centre", "raw_action_electricity", "late_foot_contacts")
 NUM_SUBSTEPS = 4
 NUM_SOLVER_ITERATIONS = 5
 GRAVITY = 9.8
@@ -187,6 +192,20 @@ def check_non_negative(name: str, value: float) -> float:
     if not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0.0:
         raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
     return float(value)
+
+
+def check_quirks(value: bool | Sequence[str] | frozenset[str]) -> frozenset[str]:
+    """``reference_quirks`` as the set of quirk names: ``True`` all of :data:`REFERENCE_QUIRKS`, ``False`` none, or a
+    collection of their names (``ValueError`` for anything else)."""
+    if isinstance(value, bool):
+        return frozenset(REFERENCE_QUIRKS) if value else frozenset()
+    if isinstance(value, str) or not isinstance(value, (Sequence, set, frozenset)):
+        raise ValueError(f"reference_quirks must be True, False or a collection of names from {REFERENCE_QUIRKS}, "
+                         f"got {value!r}")
+    unknown = sorted(set(value) - set(REFERENCE_QUIRKS))
+    if unknown:
+        raise ValueError(f"reference_quirks: unknown quirk name(s) {unknown}; known: {REFERENCE_QUIRKS}")
+    return frozenset(value)
 
 
 def check_probability(name: str, value: float) -> float:
@@ -424,9 +443,11 @@ class LocomotionEnv(gymnasium.Env):
 
     :param render_mode: ``"rgb_array"`` (TinyRenderer, headless, camera following the robot) or ``"human"`` (the
         PyBullet GUI; a click on the floor or the arrow keys set a new target on tasks that have one).
-    :param reference_quirks: reproduce pybullet_envs exactly: the floor body is averaged into the body centre used
-        for progress, the electricity cost uses the unclipped action, and the foot-contact flags in the
-        observation are one step old. ``False`` (default) fixes all three.
+    :param reference_quirks: ``True`` reproduces pybullet_envs exactly: the floor body is averaged into the body
+        centre used for progress, the electricity cost uses the unclipped action, and the foot-contact flags in the
+        observation are one step old. ``False`` (default) fixes all three; a collection of names from
+        :data:`REFERENCE_QUIRKS` (``"floor_in_centre"``, ``"raw_action_electricity"``, ``"late_foot_contacts"``)
+        reproduces only those. The attribute holds the set of names.
     :param alive_weight: weight of the alive bonus.
     :param progress_weight: weight of progress towards the target (m/s).
     :param electricity_weight: weight of ``mean |a * 0.1 qdot|``.
@@ -451,7 +472,7 @@ class LocomotionEnv(gymnasium.Env):
         self,
         render_mode: str | None = None,
         *,
-        reference_quirks: bool = False,
+        reference_quirks: bool | Sequence[str] = False,
         alive_weight: float = 1.0,
         progress_weight: float = 1.0,
         electricity_weight: float = -2.0,
@@ -479,7 +500,7 @@ class LocomotionEnv(gymnasium.Env):
                 raise ValueError(f"{name}_weight must be a finite number, got {weight!r}")
         self.weights = {name: float(weight) for name, weight in weights.items()}
         self.render_mode = render_mode
-        self.reference_quirks = bool(reference_quirks)
+        self.reference_quirks = check_quirks(reference_quirks)
         self.reset_noise_scale = check_non_negative("reset_noise_scale", reset_noise_scale)
         self.push_probability = check_probability("push_probability", push_probability)
         self.push_force = check_non_negative("push_force", push_force)
@@ -589,7 +610,7 @@ class LocomotionEnv(gymnasium.Env):
         self._client.stepSimulation()
 
         self._read_robot()
-        if not self.reference_quirks:
+        if "late_foot_contacts" not in self.reference_quirks:
             self._feet_contact = self.robot.feet_contacts(self.scene.floor_id)
         info: dict[str, Any] = {}
         raw_terms = {"alive": self._alive_bonus(), **self._progress_terms()}
@@ -598,12 +619,13 @@ class LocomotionEnv(gymnasium.Env):
             self._read_target()
             self._previous_distance = self._target_distance
         observation, finite = self._observation()
-        if self.reference_quirks:
+        if "late_foot_contacts" in self.reference_quirks:
             # pybullet_envs updates the contact flags after building the observation: they show up a step late.
             self._feet_contact = self.robot.feet_contacts(self.scene.floor_id)
 
         state = self._state
-        electricity, stall = electricity_costs(action if self.reference_quirks else clipped, 0.1 * state.joint_velocities)
+        raw_action = "raw_action_electricity" in self.reference_quirks
+        electricity, stall = electricity_costs(action if raw_action else clipped, 0.1 * state.joint_velocities)
         raw_terms["electricity"] = electricity
         raw_terms["stall_torque"] = stall
         raw_terms["joints_at_limit"] = float(count_joints_at_limit(self._scaled_positions))
@@ -658,7 +680,7 @@ class LocomotionEnv(gymnasium.Env):
         state = self.robot.read_state()
         self._state = state
         # pybullet_envs averages the floor body (at the origin) into the centre: one more part, at zero.
-        count = state.part_count + 1 if self.reference_quirks else state.part_count
+        count = state.part_count + 1 if "floor_in_centre" in self.reference_quirks else state.part_count
         self._body_xyz = np.array([state.part_xy_sum[0] / count, state.part_xy_sum[1] / count, state.torso_position[2]])
         self._scaled_positions = scale_joint_positions(state.joint_positions, self.robot.lower_limits, self.robot.upper_limits)
         self._rpy = self._client.getEulerFromQuaternion(state.torso_orientation)

@@ -244,8 +244,9 @@ def test_reference_quirks_reproduce_pybullet_envs_exactly(ours, reference_id):
         reference.close()
 
 
-def test_fixed_body_centre_reads_progress_17_over_16_of_the_reference(walker):
-    quirky = Walker2DEnv(reference_quirks=True)
+@pytest.mark.parametrize("quirks", [True, ["floor_in_centre"]])
+def test_fixed_body_centre_reads_progress_17_over_16_of_the_reference(walker, quirks):
+    quirky = Walker2DEnv(reference_quirks=quirks)
     try:
         walker.reset(seed=4)
         quirky.reset(seed=4)
@@ -259,8 +260,9 @@ def test_fixed_body_centre_reads_progress_17_over_16_of_the_reference(walker):
         quirky.close()
 
 
-def test_electricity_cost_uses_clipped_action_unless_quirks(walker):
-    quirky = Walker2DEnv(reference_quirks=True)
+@pytest.mark.parametrize("quirks", [True, ["raw_action_electricity"]])
+def test_electricity_cost_uses_clipped_action_unless_quirks(walker, quirks):
+    quirky = Walker2DEnv(reference_quirks=quirks)
     try:
         walker.reset(seed=0)
         quirky.reset(seed=0)
@@ -272,8 +274,9 @@ def test_electricity_cost_uses_clipped_action_unless_quirks(walker):
         quirky.close()
 
 
-def test_contact_flags_are_current_unless_quirks(walker):
-    quirky = Walker2DEnv(reference_quirks=True)
+@pytest.mark.parametrize("quirks", [True, ("late_foot_contacts",)])
+def test_contact_flags_are_current_unless_quirks(walker, quirks):
+    quirky = Walker2DEnv(reference_quirks=quirks)
     try:
         walker.reset(seed=2)
         quirky.reset(seed=2)
@@ -641,3 +644,28 @@ def test_human_mode_without_a_display_raises_instead_of_exiting(monkeypatch):
     monkeypatch.setattr("sys.platform", "linux")
     with pytest.raises(RuntimeError, match="DISPLAY"):
         Walker2DEnv(render_mode="human")
+
+
+def test_one_quirk_leaves_the_other_fixes_in_place(walker):
+    quirky = Walker2DEnv(reference_quirks=["raw_action_electricity"])
+    try:
+        assert quirky.reference_quirks == frozenset({"raw_action_electricity"})
+        walker.reset(seed=5)
+        quirky.reset(seed=5)
+        for _ in range(20):
+            obs, reward, *_, info = walker.step(np.full(6, 0.5))
+            quirky_obs, quirky_reward, *_, quirky_info = quirky.step(np.full(6, 0.5))
+            np.testing.assert_array_equal(obs, quirky_obs)  # current contact flags, same body centre
+            assert reward == quirky_reward  # in-range actions: the raw and the clipped action cost the same
+    finally:
+        quirky.close()
+
+
+@pytest.mark.parametrize("value, message", [
+    ("floor_in_centre", "must be True, False or a collection"),
+    (1, "must be True, False or a collection"),
+    (["floor_in_centre", "wobble"], r"unknown quirk name\(s\) \['wobble'\]"),
+])
+def test_bad_quirk_settings_are_named(value, message):
+    with pytest.raises(ValueError, match=message):
+        Walker2DEnv(reference_quirks=value)
