@@ -295,6 +295,7 @@ def make_pretrained_env(
         env.obs_rms.mean = np.array(statistics["mean"], dtype=np.float64)
         env.obs_rms.var = np.array(statistics["var"], dtype=np.float64)
         if env.obs_rms.mean.shape != env.observation_space.shape:
+            env.close()
             raise ValueError(f"the agent's normalisation statistics have shape {env.obs_rms.mean.shape}, the env's "
                              f"observations {env.observation_space.shape}")
     return env
