@@ -391,6 +391,29 @@ def report(rows: Sequence[dict[str, Any]], *, at: int | None, threshold: dict[st
     return "\n".join(lines)
 
 
+def curve_table(rows: Sequence[dict[str, Any]], steps: Sequence[int]) -> str:
+    """A Markdown table per task: each run's periodic evaluation at the given steps (the last one at or before
+    each; blank where the run has not got there), and its last evaluation."""
+    periodic = _groups(rows, "periodic")
+    lines = []
+    for task in sorted({task for task, _ in periodic}):
+        header = "| variant | seed | " + " | ".join(f"{step / 1e6:.3g}M" for step in steps) + " | last |"
+        lines += [f"### {task}", "", header, "|" + "---|" * (header.count("|") - 1)]
+        for (t, variant), seeds in sorted(periodic.items()):
+            if t != task:
+                continue
+            for seed, seed_rows in sorted(seeds.items()):
+                cells = []
+                for step in steps:
+                    reached = [row for row in seed_rows if row["timesteps"] <= step]
+                    cells.append(f"{reached[-1]['eval_mean']:.0f}" if reached and seed_rows[-1]["timesteps"] >= step else "")
+                last = seed_rows[-1]
+                lines.append(f"| {variant} | {seed} | " + " | ".join(cells) +
+                             f" | {last['eval_mean']:.0f} at {last['timesteps'] / 1e6:.3g}M |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def _iqm_per_step(scores: np.ndarray) -> np.ndarray:
     """IQM over runs at each evaluation step of ``scores`` shaped (runs, 1, steps)."""
     from rliable import metrics
@@ -467,6 +490,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary.add_argument("--reps", type=int, default=10_000, help="bootstrap resamples")
     summary.add_argument("--plot", default=None, help="write the learning curves to this image")
     summary.add_argument("--include-unfinished", action="store_true", help="also report runs still going")
+    summary.add_argument("--curve-steps", type=float, nargs="+", default=None,
+                         help="also print each run's evaluation at these steps")
     args = parser.parse_args(argv)
 
     if args.command == "run":
@@ -496,6 +521,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = [row for row in read_csv(args.csv) if row["finished"] or args.include_unfinished]
     print(report(rows, at=None if args.at is None else int(args.at), threshold=_thresholds(args.threshold),
                  reps=args.reps))
+    if args.curve_steps:
+        print(curve_table(rows, [int(step) for step in args.curve_steps]))
     if args.plot:
         plot(rows, args.plot, reps=min(args.reps, 2000))
         print(f"learning curves -> {args.plot}")

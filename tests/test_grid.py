@@ -136,3 +136,11 @@ tasks:
     rows = grid.collect(root)
     assert [r["kind"] for r in rows] == ["periodic", "periodic", "final"]
     assert "| final, 5 episodes |" in grid.report(rows, at=None, threshold={}, reps=100)
+
+
+def test_curve_table_shows_each_run_at_the_given_steps(tmp_path):
+    fake_run(tmp_path, "T", "a", 0, [(1000, 10.0), (2000, 20.0), (3000, 30.0)], [[(1.0, 10)]])
+    fake_run(tmp_path, "T", "a", 1, [(1000, 5.0)], [[(1.0, 10)]])
+    text = grid.curve_table(grid.collect(str(tmp_path)), [1500, 3000])
+    assert "| a | 0 | 10 | 30 | 30 at 0.003M |" in text
+    assert "| a | 1 |  |  | 5 at 0.001M |" in text  # not yet at 1500 steps: blank, not its 1000-step score
