@@ -189,8 +189,15 @@ def _pendulum_swings_up(model, env):
     assert len(episodes) == 10 and mean > -250, f"mean return {mean:.0f}"
 
 
+def _mountain_car_reaches_the_flag(model, env):
+    """Ten episodes, each reaching the flag before the 200-step limit (a random policy almost never does)."""
+    episodes = play(model, env, 2000, n_episodes=10)
+    assert len(episodes) == 10 and not any(episode["truncated"] for episode in episodes), episodes
+
+
 #: The short evaluation each shipped agent must pass (every shipped agent needs an entry).
-SHIPPED_CHECKS = {"sb3_ppo_ext/Walker2D-v0": _walker_walks, "Pendulum-v1": _pendulum_swings_up}
+SHIPPED_CHECKS = {"sb3_ppo_ext/Walker2D-v0": _walker_walks, "Pendulum-v1": _pendulum_swings_up,
+                  "MountainCar-v0": _mountain_car_reaches_the_flag}
 
 
 def test_every_shipped_agent_has_a_check():
