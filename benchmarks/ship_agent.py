@@ -60,7 +60,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.folder is None:
         parser.error("a run folder is needed (or --table)")
 
-    from sb3_ppo_ext.pretrained import agent_folder, evaluate_agent, find_zoo_run, read_agent, save_pretrained_from_run
+    from sb3_ppo_ext.pretrained import (
+        add_provenance,
+        agent_folder,
+        evaluate_agent,
+        find_zoo_run,
+        read_agent,
+        save_pretrained_from_run,
+    )
     from sb3_ppo_ext.zoo.hyperparams import load_run_yaml
 
     folder = os.path.expanduser(args.folder)
@@ -73,9 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         with open(done_path, encoding="utf-8") as stream:
             provenance["training_wall_s"] = json.load(stream)["wall_s"]
     destination = args.destination or agent_folder(env_id)
-    provenance = save_pretrained_from_run(run, destination, model=args.model, provenance=provenance)
-    provenance["shipped_eval"] = evaluate_agent(destination, args.eval_episodes, seed=0)
     save_pretrained_from_run(run, destination, model=args.model, provenance=provenance)
+    provenance = add_provenance(destination, {"shipped_eval": evaluate_agent(destination, args.eval_episodes, seed=0)})
     folder, _ = read_agent(destination)
     size = sum(os.path.getsize(os.path.join(folder, name)) for name in os.listdir(folder))
     print(json.dumps(provenance, indent=1))

@@ -365,8 +365,8 @@ def play(
     episodes that finished.
 
     Each episode: ``return`` (the task's own reward, before any normalisation), ``length``, ``truncated`` (ended by
-    the time limit, not by a fall or a crash), ``success`` where the task reports ``info["is_success"]`` and, for tasks that report ``info["x_position"]`` (the locomotion
-    tasks), ``distance`` (torso x at the end minus at the reset, metres) and ``speed`` (distance over the episode's
+    the time limit, not by a fall or a crash), ``success`` where the task reports ``info["is_success"]`` and, for
+    tasks that report ``info["x_position"]`` (the locomotion tasks), ``distance`` (torso x at the end minus at the reset, metres) and ``speed`` (distance over the episode's
     simulated time, m/s, where the env has a ``dt``).
 
     :param on_frame: called after the reset and after every step (rendering, frame capture).
@@ -472,6 +472,18 @@ def save_pretrained_from_run(
                     env_kwargs=config.get("env_kwargs"), env_wrapper=config.get("env_wrapper"),
                     frame_stack=config.get("frame_stack"), hyperparams=config, provenance=facts)
     return facts
+
+
+def add_provenance(folder: str, entries: dict[str, Any]) -> dict[str, Any]:
+    """Add ``entries`` to the provenance in an agent folder's ``agent.json`` (rewritten atomically); returns it."""
+    from sb3_ppo_ext.callbacks._common import atomic_write
+
+    folder, agent = read_agent(folder)
+    agent["provenance"].update(json.loads(json.dumps(entries, default=str)))
+    with atomic_write(os.path.join(folder, AGENT_FILE), "w") as stream:
+        json.dump(agent, stream, indent=1)
+        stream.write("\n")
+    return agent["provenance"]
 
 
 def evaluate_agent(folder: str, n_episodes: int, seed: int = 0) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from sb3_ppo_ext import PPO
 from sb3_ppo_ext.cli import main as cli_main
 from sb3_ppo_ext.pretrained import (
     AGENT_FILE,
+    add_provenance,
     agent_folder,
     list_pretrained,
     load_pretrained,
@@ -102,6 +103,17 @@ def test_unsupported_things_are_named():
         policy_kwargs_to_data({"activation_fn": lambda x: x})
     with pytest.raises(ValueError, match="not a torch.nn class"):
         policy_kwargs_from_data({"activation_fn": "system"})
+
+
+def test_add_provenance_keeps_the_rest_of_the_agent(pendulum_agent, tmp_path):
+    _, _, folder = pendulum_agent
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    assert add_provenance(str(copy), {"shipped_eval": {"episodes": 3}}) == {"seed": 0, "shipped_eval": {"episodes": 3}}
+    with open(os.path.join(folder, AGENT_FILE)) as original, open(copy / AGENT_FILE) as updated:
+        before, after = json.load(original), json.load(updated)
+    assert {**before, "provenance": after["provenance"]} == after
+    load_pretrained(str(copy))
 
 
 def test_unknown_agent_names_the_shipped_ones():
