@@ -15,8 +15,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from stable_baselines3.common.vec_env import VecNormalize
-
 from sb3_ppo_ext.zoo.experiment import (
     ALGORITHM_NAME,
     SafeExperimentManager,
@@ -221,7 +219,7 @@ def export_pretrained(argv: Sequence[str]) -> None:
     model, env = _load_pretrained_or_exit(args.env, seed=args.seed)
     output = args.output or _default_output(args.env, ".", ".onnx")
     try:
-        export_onnx(model, output, env if isinstance(env, VecNormalize) else None, opset=args.opset)
+        export_onnx(model, output, opset=args.opset)  # bakes in the statistics of the model's env (frozen VecNormalize)
     finally:
         env.close()
     print(f"Exported the pretrained agent of {args.env} to {output}")
