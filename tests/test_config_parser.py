@@ -221,12 +221,15 @@ def test_sampler_searches_the_kl_settings_and_leaves_pinned_ones_alone():
             "lr_kl_target": 0.01,
             "learning_rate": 1e-3,
             "lr_kl_cadence": "epoch",
+            "separate_vf_learning_rate": True,
+            "vf_learning_rate": 3e-3,
         }
     )
     # n_steps and policy_kwargs are pinned: FixedTrial would raise if the sampler asked for them.
     params = sample_ppo_ext_params(trial, 1, 1, {}, pinned={"n_steps": 64, "policy_kwargs": {}})
     assert params["objective"] == "clip_kl_penalty" and params["kl_penalty_target"] == 0.01
     assert params["lr_kl_target"] == 0.01 and params["lr_kl_cadence"] == "epoch"
+    assert params["vf_learning_rate"] == 3e-3 and "separate_vf_learning_rate" not in params
     assert "n_steps" not in params and "policy_kwargs" not in params
     assert params["batch_size"] == 32
 
@@ -236,7 +239,8 @@ def test_sampler_asks_no_clip_range_for_the_pure_penalty_objective():
         {"objective": "kl_penalty", "kl_coef": 0.3, "kl_penalty_target": None, "lr_kl_target": None, "learning_rate": 3e-4}
     )
     pinned = dict.fromkeys(
-        ["batch_size", "n_steps", "gamma", "gae_lambda", "ent_coef", "n_epochs", "max_grad_norm", "policy_kwargs"]
+        ["batch_size", "n_steps", "gamma", "gae_lambda", "ent_coef", "n_epochs", "max_grad_norm", "policy_kwargs",
+         "vf_learning_rate"]
     )
     params = sample_ppo_ext_params(trial, 1, 1, {}, pinned=pinned)
     assert params == {
@@ -253,10 +257,23 @@ def test_a_pinned_objective_decides_which_kl_settings_are_searched():
         {"kl_coef": 2.0, "kl_penalty_target": 0.02, "learning_rate": 1e-4, "lr_kl_cadence": "minibatch"}
     )
     pinned = dict.fromkeys(
-        ["batch_size", "n_steps", "gamma", "gae_lambda", "ent_coef", "n_epochs", "max_grad_norm", "policy_kwargs"]
+        ["batch_size", "n_steps", "gamma", "gae_lambda", "ent_coef", "n_epochs", "max_grad_norm", "policy_kwargs",
+         "vf_learning_rate"]
     )
     params = sample_ppo_ext_params(trial, 1, 1, {}, pinned={**pinned, "objective": "kl_penalty", "lr_kl_target": 0.01})
     assert params == {"kl_coef": 2.0, "kl_penalty_target": 0.02, "learning_rate": 1e-4, "lr_kl_cadence": "minibatch"}
+
+
+def test_sampler_searches_a_separate_critic_learning_rate_or_none():
+    pinned = dict.fromkeys(
+        ["batch_size", "n_steps", "gamma", "gae_lambda", "ent_coef", "n_epochs", "max_grad_norm", "policy_kwargs",
+         "learning_rate", "objective", "clip_range", "lr_kl_target"]
+    )
+    pinned.update(objective="clip", lr_kl_target=None)
+    shared = sample_ppo_ext_params(optuna.trial.FixedTrial({"separate_vf_learning_rate": False}), 1, 1, {}, pinned=pinned)
+    assert shared == {}
+    own = optuna.trial.FixedTrial({"separate_vf_learning_rate": True, "vf_learning_rate": 2e-3})
+    assert sample_ppo_ext_params(own, 1, 1, {}, pinned=pinned) == {"vf_learning_rate": 2e-3}
 
 
 def test_run_files_written_by_plain_rl_zoo3_load_and_other_python_tags_are_refused(tmp_path):

@@ -9,7 +9,7 @@ the same maths, only the bookkeeping is skipped. Anything it cannot mirror exact
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -62,16 +62,38 @@ class ClippedStep:
     anything else steps through torch as usual. Reading the learning rate and the other group settings at every
     step, it follows a schedule or an adaptive rate.
 
+    With ``clip_groups``, consecutive runs of ``parameters`` are clipped each on its own (one ``clip_grad_norm_``
+    per run, e.g. the actor's and the critic's parameters with their own limits) before the one optimizer step.
+
     :param optimizer: the optimizer.
-    :param parameters: the parameters whose gradients are clipped together (for the direct path: exactly the
-        optimizer's, in its order).
-    :param max_norm: the maximum total 2-norm of the gradients.
+    :param parameters: the parameters whose gradients are clipped (for the direct path: exactly the optimizer's,
+        in its order).
+    :param max_norm: the maximum total 2-norm of the gradients (of all ``parameters`` together).
+    :param clip_groups: instead of ``max_norm``, ``(number of parameters, max_norm)`` for each consecutive run of
+        ``parameters``; the counts must add up to ``len(parameters)``.
     """
 
-    def __init__(self, optimizer: th.optim.Optimizer, parameters: list[th.nn.Parameter], max_norm: float) -> None:
+    def __init__(
+        self,
+        optimizer: th.optim.Optimizer,
+        parameters: list[th.nn.Parameter],
+        max_norm: float,
+        clip_groups: Sequence[tuple[int, float]] | None = None,
+    ) -> None:
         self.optimizer = optimizer
         self.parameters = parameters
         self.max_norm = float(max_norm)
+        if clip_groups is None:
+            clip_groups = [(len(parameters), max_norm)]
+        if sum(count for count, _ in clip_groups) != len(parameters):
+            raise ValueError(
+                f"clip_groups must cover the {len(parameters)} parameters, got counts {[count for count, _ in clip_groups]}"
+            )
+        self.clip_groups: list[tuple[slice, float]] = []
+        start = 0
+        for count, norm in clip_groups:
+            self.clip_groups.append((slice(start, start + count), float(norm)))
+            start += count
         self.direct = self.supports(optimizer, parameters)
         self._groups = self._collect() if self.direct else None
 
@@ -133,18 +155,23 @@ class ClippedStep:
             self.optimizer.zero_grad(set_to_none=True)
 
     def step(self) -> None:
-        """Clip the gradients of ``parameters`` to ``max_norm`` in total and take one optimizer step."""
+        """Clip the gradients of ``parameters`` (to ``max_norm`` in total, or per clip group) and take one optimizer
+        step."""
         grads = [p.grad for p in self.parameters]
         if self._groups is None or any(grad is None for grad in grads):
-            th.nn.utils.clip_grad_norm_(self.parameters, self.max_norm)
+            for rows, max_norm in self.clip_groups:
+                th.nn.utils.clip_grad_norm_(self.parameters[rows], max_norm)
             self.optimizer.step()
             if self.direct and self._groups is None:
                 self._groups = self._collect()
             return
         with th.no_grad():
-            # clip_grad_norm_ (foreach): the norm of the per-tensor norms, then one in-place scale by min(1, coef).
-            total_norm = th.linalg.vector_norm(th.stack(th._foreach_norm(grads, 2.0)), 2.0)
-            th._foreach_mul_(grads, th.clamp(self.max_norm / (total_norm + 1e-6), max=1.0))
+            # clip_grad_norm_ (foreach) per clip group: the norm of the per-tensor norms, then one in-place scale by
+            # min(1, coef).
+            norms = th._foreach_norm(grads, 2.0)
+            for rows, max_norm in self.clip_groups:
+                total_norm = th.linalg.vector_norm(th.stack(norms[rows]), 2.0)
+                th._foreach_mul_(grads[rows], th.clamp(max_norm / (total_norm + 1e-6), max=1.0))
             for group, rows, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps in self._groups:
                 # torch.optim.adam._fused_adam for one device and dtype.
                 beta1, beta2 = group["betas"]

@@ -19,11 +19,13 @@ from stable_baselines3.common.distributions import (
 )
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.policies import ActorCriticCnnPolicy, ActorCriticPolicy, BasePolicy, MultiInputActorCriticPolicy
+from stable_baselines3.common.save_util import load_from_zip_file
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, RolloutBufferSamples, Schedule
 from stable_baselines3.common.utils import FloatSchedule, explained_variance
 from stable_baselines3.common.vec_env import VecEnv
 from torch.nn import functional as F
 
+from sb3_ppo_ext.ppo import actor_critic_groups
 from sb3_ppo_ext.ppo.adaptive import adapt_kl_coef, adapt_learning_rate
 from sb3_ppo_ext.ppo.kl import AnalyticKL, DistributionParams, k3_kl
 from sb3_ppo_ext.ppo.numpy_policy import NumpyActorCritic
@@ -176,6 +178,11 @@ class PPO(OnPolicyAlgorithm):
     :param lr_min: Lower bound of the adaptive learning rate.
     :param lr_max: Upper bound of the adaptive learning rate.
     :param lr_kl_cadence: ``"minibatch"`` (rsl_rl) or ``"epoch"`` (mean KL of the epoch's minibatches).
+    :param vf_learning_rate: The critic's own learning rate (value head, value network and an unshared critic
+        features extractor), a number or a function of the progress remaining; ``None``: the critic shares
+        ``learning_rate`` (SB3's behaviour). The KL-adaptive learning rate then adapts the actor's rate only.
+    :param vf_max_grad_norm: Clip the critic's gradients to this norm on their own and the actor's (and a shared
+        features extractor's) to ``max_grad_norm``; ``None``: one clip of all gradients to ``max_grad_norm``.
     :param fast_collect: Act with a numpy copy of the policy during collection when the policy allows it.
     :param compile_update: Compile the minibatch loss (forward and backward) with ``torch.compile``; if compiling
         fails (no C++ compiler, unsupported platform), warn once and run eagerly.
@@ -230,6 +237,8 @@ class PPO(OnPolicyAlgorithm):
         lr_min: float = 1e-5,
         lr_max: float = 1e-2,
         lr_kl_cadence: str = "minibatch",
+        vf_learning_rate: float | Schedule | None = None,
+        vf_max_grad_norm: float | None = None,
         fast_collect: bool = True,
         compile_update: bool = False,
         stats_window_size: int = 100,
@@ -282,6 +291,8 @@ class PPO(OnPolicyAlgorithm):
         self.lr_min = lr_min
         self.lr_max = lr_max
         self.lr_kl_cadence = lr_kl_cadence
+        self.vf_learning_rate = vf_learning_rate
+        self.vf_max_grad_norm = vf_max_grad_norm
         self.fast_collect = fast_collect
         self.compile_update = compile_update
         self._compiled_loss: Any = None
@@ -346,6 +357,10 @@ class PPO(OnPolicyAlgorithm):
         if self.lr_kl_target is not None and not callable(self.learning_rate):
             check_number("learning_rate", self.learning_rate, low=self.lr_min, high=self.lr_max)
         check_choice("lr_kl_cadence", self.lr_kl_cadence, LR_KL_CADENCES)
+        if self.vf_learning_rate is not None and not callable(self.vf_learning_rate):
+            check_positive("vf_learning_rate", self.vf_learning_rate)
+        if self.vf_max_grad_norm is not None:
+            check_positive("vf_max_grad_norm", self.vf_max_grad_norm)
         for name in ("fast_collect", "compile_update", "normalize_advantage"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
@@ -375,6 +390,47 @@ class PPO(OnPolicyAlgorithm):
             self.clip_range_vf = FloatSchedule(self.clip_range_vf)
         if self.lr_kl_target is not None and self.adaptive_learning_rate is None:
             self.adaptive_learning_rate = float(np.clip(self.lr_schedule(1.0), self.lr_min, self.lr_max))
+        if self.vf_learning_rate is not None:
+            self.vf_learning_rate = FloatSchedule(self.vf_learning_rate)
+        if self.separate_critic:
+            actor_lr = self.lr_schedule(1.0)
+            self.policy.optimizer = actor_critic_groups.build_optimizer(self.policy, actor_lr, self._critic_lr(actor_lr))
+
+    @property
+    def separate_critic(self) -> bool:
+        """Whether the critic has its own learning rate or gradient clip (its own optimizer parameter group)."""
+        return self.vf_learning_rate is not None or self.vf_max_grad_norm is not None
+
+    def _critic_lr(self, actor_lr: float) -> float:
+        """The critic's learning rate now: its own schedule, or the actor's rate."""
+        if self.vf_learning_rate is None:
+            return actor_lr
+        return float(self.vf_learning_rate(self._current_progress_remaining))  # type: ignore[operator]
+
+    def get_parameters(self) -> dict[str, dict]:
+        """SB3's, with a separate critic's two-group optimizer state written as SB3's one group (see
+        :mod:`~sb3_ppo_ext.ppo.actor_critic_groups`), so that SB3's PPO can load the saved model."""
+        params = super().get_parameters()
+        if self.separate_critic and "policy.optimizer" in params:
+            params["policy.optimizer"] = actor_critic_groups.to_single_group(params["policy.optimizer"], self.policy)
+        return params
+
+    def set_parameters(
+        self, load_path_or_dict: str | dict[str, Any], exact_match: bool = True, device: th.device | str = "auto"
+    ) -> None:
+        """SB3's; a one-group optimizer state (ours saved by :meth:`get_parameters`, or SB3's) goes into a separate
+        critic's two groups, each Adam moment to its own parameter."""
+        if self.separate_critic:
+            if isinstance(load_path_or_dict, dict):
+                params = dict(load_path_or_dict)
+            else:
+                _, params, _ = load_from_zip_file(load_path_or_dict, device=device)
+            state = params.get("policy.optimizer")
+            if state is not None and len(state["param_groups"]) == 1:
+                critic_lr = self.policy.optimizer.param_groups[1]["lr"]
+                params["policy.optimizer"] = actor_critic_groups.to_groups(state, self.policy, critic_lr)
+            load_path_or_dict = params
+        super().set_parameters(load_path_or_dict, exact_match=exact_match, device=device)
 
     @property
     def uses_clipping(self) -> bool:
@@ -566,7 +622,14 @@ class PPO(OnPolicyAlgorithm):
         return tuple(th.cat(columns) for columns in zip(*parts))
 
     def _set_learning_rate(self, learning_rate: float) -> None:
-        for group in self.policy.optimizer.param_groups:
+        """Set the actor's learning rate (every group's, unless the critic has its own)."""
+        groups = self.policy.optimizer.param_groups
+        if self.separate_critic:
+            actor_group, critic_group = groups
+            actor_group["lr"] = learning_rate
+            critic_group["lr"] = self._critic_lr(learning_rate)
+            return
+        for group in groups:
             group["lr"] = learning_rate
 
     def _minibatch_loss(
@@ -655,7 +718,9 @@ class PPO(OnPolicyAlgorithm):
         if self.adaptive_learning_rate is not None and self.lr_kl_target is not None:
             self._set_learning_rate(self.adaptive_learning_rate)
         else:
-            self._update_learning_rate(self.policy.optimizer)
+            self._update_learning_rate(self.policy.optimizer)  # SB3: every group to lr_schedule(progress), logged
+            if self.separate_critic:
+                self._set_learning_rate(self.lr_schedule(self._current_progress_remaining))
         clip_range = self.clip_range(self._current_progress_remaining)  # type: ignore[operator]
         clip_range_vf = None
         if self.clip_range_vf is not None:
@@ -676,10 +741,18 @@ class PPO(OnPolicyAlgorithm):
         penalty = self.uses_kl_penalty
         kl_coef = self.kl_coef  # the beta of this update (logged); adapted after it
 
-        parameters = list(self.policy.parameters())  # policy.parameters() walks every module: once per update
+        optimizer = self.policy.optimizer
+        clip_groups = None
+        if self.separate_critic:
+            # The optimizer's order (actor, then critic), so that each group's gradients can be clipped on their own.
+            parameters = [parameter for group in optimizer.param_groups for parameter in group["params"]]
+            if self.vf_max_grad_norm is not None:
+                n_actor = len(optimizer.param_groups[0]["params"])
+                clip_groups = [(n_actor, self.max_grad_norm), (len(parameters) - n_actor, self.vf_max_grad_norm)]
+        else:
+            parameters = list(self.policy.parameters())  # policy.parameters() walks every module: once per update
         loss_function = self._loss_function()
         scalars = self._loss_scalars(clip_range, clip_range_vf, kl_coef)
-        optimizer = self.policy.optimizer
 
         # Per-minibatch statistics are kept as tensors and averaged once at the end (one sync instead of many).
         stats: list[th.Tensor] = []
@@ -687,7 +760,7 @@ class PPO(OnPolicyAlgorithm):
         epoch_kls: list[th.Tensor] = []
         continue_training = True
         with fused_adam(optimizer):
-            clipped_step = ClippedStep(optimizer, parameters, self.max_grad_norm)
+            clipped_step = ClippedStep(optimizer, parameters, self.max_grad_norm, clip_groups)
             for epochs_done in range(self.n_epochs):
                 epoch_kls.clear()
                 for rollout_data, old in self._epoch(data, old_params, packed):
@@ -752,6 +825,8 @@ class PPO(OnPolicyAlgorithm):
             self.logger.record("train/kl_update", update_kl)
         if learning_rates:
             self.logger.record("train/learning_rate", float(np.mean(learning_rates)))
+        if self.vf_learning_rate is not None:
+            self.logger.record("train/vf_learning_rate", optimizer.param_groups[1]["lr"])
         if hasattr(self.policy, "log_std"):
             self.logger.record("train/std", th.exp(self.policy.log_std).mean().item())
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import yaml
+from rl_zoo3.utils import SimpleLinearSchedule
 
 from sb3_ppo_ext.zoo.safe_eval import is_allowed_import_path, parse_expression
 
@@ -65,6 +66,9 @@ CLASS_PATH_KEYS: tuple[str, ...] = ("callback", "env_wrapper", "vec_env_wrapper"
 
 #: Keys rl-zoo3 turns into schedules when given as strings (``lin_<initial value>``).
 SCHEDULE_KEYS: tuple[str, ...] = ("learning_rate", "clip_range", "clip_range_vf", "delta_std")
+#: Our schedule keys, which rl-zoo3 does not know: :func:`preprocess_block` turns them into schedules as rl-zoo3
+#: does its own.
+OWN_SCHEDULE_KEYS: tuple[str, ...] = ("vf_learning_rate",)
 _SCHEDULE_PATTERN = re.compile(r"^lin_([-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?)$")
 
 
@@ -97,6 +101,14 @@ def check_schedule(key: str, value: Any) -> None:
     """Check a schedule setting: a number, or a string ``lin_<number>`` (linear decay from that number to 0)."""
     if isinstance(value, str) and not _SCHEDULE_PATTERN.match(value.strip()):
         raise ValueError(f"{key} must be a number or a linear schedule 'lin_<initial value>' (e.g. lin_3e-4), got {value!r}")
+
+
+def as_schedule(value: Any) -> Any:
+    """rl-zoo3's reading of a schedule string: ``lin_<x>`` -> linear decay from x to 0; anything else (a number,
+    ``None``) unchanged. Check it with :func:`check_schedule` first."""
+    if isinstance(value, str):
+        return SimpleLinearSchedule(float(value.strip()[len("lin_") :]))
+    return value
 
 
 def check_class_paths(key: str, value: Any) -> None:
@@ -135,6 +147,10 @@ def preprocess_block(block: dict[str, Any], *, where: str) -> dict[str, Any]:
     for key in SCHEDULE_KEYS:
         if key in parsed:
             check_schedule(key, parsed[key])
+    for key in OWN_SCHEDULE_KEYS:
+        if key in parsed:
+            check_schedule(key, parsed[key])
+            parsed[key] = as_schedule(parsed[key])
     for key in CLASS_PATH_KEYS:
         if key in parsed:
             check_class_paths(key, parsed[key])

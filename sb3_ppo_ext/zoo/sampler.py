@@ -81,6 +81,8 @@ def sample_ppo_ext_params(
         trial.suggest_float("learning_rate", 1e-5, 0.002, log=True)
     if lr_kl_target is not None and wanted("lr_kl_cadence"):
         trial.suggest_categorical("lr_kl_cadence", ["minibatch", "epoch"])
+    if wanted("vf_learning_rate") and trial.suggest_categorical("separate_vf_learning_rate", [False, True]):
+        trial.suggest_float("vf_learning_rate", 1e-5, 0.01, log=True)
 
     for name, value in (
         ("gamma", 1 - trial.params.get("one_minus_gamma", 0.0)),
@@ -96,9 +98,11 @@ def convert_ppo_ext_params(sampled_params: dict[str, Any]) -> dict[str, Any]:
     """Turn raw sampled parameters into ``ppo_ext`` constructor arguments (rl-zoo3's ``HYPERPARAMS_CONVERTER``).
 
     ``batch_size_pow`` / ``n_steps_pow`` -> powers of two, ``one_minus_gamma`` / ``one_minus_gae_lambda`` ->
-    ``gamma`` / ``gae_lambda``, ``net_arch`` + ``activation_fn`` names -> ``policy_kwargs``; the rest unchanged.
+    ``gamma`` / ``gae_lambda``, ``net_arch`` + ``activation_fn`` names -> ``policy_kwargs``, the
+    ``separate_vf_learning_rate`` switch dropped (``vf_learning_rate`` is then present or not); the rest unchanged.
     """
     params = dict(sampled_params)
+    params.pop("separate_vf_learning_rate", None)
     converted: dict[str, Any] = {}
     for name in ("batch_size", "n_steps"):
         if f"{name}_pow" in params:
