@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import traceback
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 USAGE = """usage: sb3-ppo-ext COMMAND [options]
 
@@ -12,13 +15,68 @@ Commands (each takes --help):
                  a progress bar (--no-progress turns it off); e.g. sb3-ppo-ext train --env sb3_ppo_ext/Walker2D-v0
   optimize       Optuna search over PPO and adaptive-KL settings; share a study with --storage FILE.log|DB-URL
                  --study-name NAME
-  enjoy          run a trained agent from logs/ppo_ext (no window on a headless machine)
+  enjoy          run a trained agent from logs/ (the algorithm of the newest run of --env unless --algo is given;
+                 no window on a headless machine)
   record-video   record a video of a trained agent (rgb_array rendering, works headless)
   export         write the ONNX policy of a run
   plot           plot the training curves of runs into an image file
 
-Runs follow rl-zoo3's layout: logs/ppo_ext/<env>_<n>/. Config strings are parsed safely, never eval'd.
+Every command takes --debug: the full traceback of an error instead of one line.
+Runs follow rl-zoo3's layout: logs/<algo>/<env>_<n>/. Config strings are parsed safely, never eval'd.
 """
+
+#: The option, taken by every command, that shows the traceback of a user error.
+DEBUG_OPTION = "--debug"
+DEBUG_HELP = (
+    "show the traceback of an error; without it, a mistake in the command line, a config file, an env id or a run "
+    "folder (a ValueError, AssertionError, OSError or gymnasium error with a message, raised anywhere but inside a "
+    "model's learn()) ends the command with one line 'sb3-ppo-ext COMMAND: error: ...' and exit status 2; any other "
+    "error shows its traceback anyway"
+)
+
+#: Exception types that report a mistake of the user when they carry a message and are not raised while a model
+#: learns (see :func:`is_user_error`); ``gymnasium.error.Error`` (unknown env ids, missing env dependencies) too.
+USER_ERROR_TYPES: tuple[type[BaseException], ...] = (ValueError, AssertionError, OSError)
+
+
+def is_user_error(error: BaseException) -> bool:
+    """Whether ``error`` reports a mistake in the command line, a config file, an env id or a run folder.
+
+    That is: a :data:`USER_ERROR_TYPES` or gymnasium error with a message, not raised inside the ``learn()`` of an
+    SB3 algorithm (a ``ValueError`` there, such as NaN actions, is a failure of training, not of the command line).
+
+    :param error: an exception that ended a command (with its traceback).
+    """
+    from gymnasium.error import Error as GymnasiumError
+
+    if not isinstance(error, (*USER_ERROR_TYPES, GymnasiumError)) or not str(error).strip():
+        return False
+    return not raised_while_learning(error)
+
+
+def raised_while_learning(error: BaseException) -> bool:
+    """Whether the traceback of ``error`` passes through the ``learn()`` method of an SB3 algorithm."""
+    from stable_baselines3.common.base_class import BaseAlgorithm
+
+    return any(
+        frame.f_code.co_name == "learn" and isinstance(frame.f_locals.get("self"), BaseAlgorithm)
+        for frame, _ in traceback.walk_tb(error.__traceback__)
+    )
+
+
+def one_line(message: str) -> str:
+    """``message`` with its lines joined by spaces."""
+    return " ".join(line.strip() for line in message.splitlines() if line.strip())
+
+
+def fail(message: str, program: str = "sb3-ppo-ext") -> NoReturn:
+    """End the command as argparse ends on a usage error: ``<program>: error: <message>`` on stderr, exit status 2.
+
+    :param message: what is wrong (joined into one line).
+    :param program: ``sb3-ppo-ext`` or ``sb3-ppo-ext <command>``, as argparse names the program of a subcommand.
+    """
+    print(f"{program}: error: {one_line(message)}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def _commands() -> dict[str, Callable[[Sequence[str]], None]]:
@@ -37,9 +95,13 @@ def _commands() -> dict[str, Callable[[Sequence[str]], None]]:
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of ``sb3-ppo-ext`` and ``python -m sb3_ppo_ext``.
 
+    A user error (:func:`is_user_error`) ends the command in one line with exit status 2, unless ``--debug`` is given.
+
     :param argv: arguments after the program name (default: ``sys.argv[1:]``).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
+    debug = DEBUG_OPTION in argv
+    argv = [token for token in argv if token != DEBUG_OPTION]
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         return
@@ -50,8 +112,16 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         near = difflib.get_close_matches(command, list(commands), n=1)
         hint = f" (did you mean {near[0]!r}?)" if near else ""
-        raise SystemExit(f"sb3-ppo-ext: unknown command {command!r}{hint}; commands: {', '.join(commands)}")
-    commands[command](rest)
+        fail(f"unknown command {command!r}{hint}; commands: {', '.join(commands)}")
+    from sb3_ppo_ext.zoo.commands import headless_sdl_settings
+
+    os.environ.update(headless_sdl_settings())
+    try:
+        commands[command](rest)
+    except Exception as error:
+        if debug or not is_user_error(error):
+            raise
+        fail(str(error), program=f"sb3-ppo-ext {command}")
 
 
 if __name__ == "__main__":

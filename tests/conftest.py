@@ -1,7 +1,27 @@
 import os
 
+import pytest
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch as th  # noqa: E402
 
 th.set_num_threads(1)
+
+
+@pytest.fixture
+def user_error(capsys):
+    """Run ``sb3-ppo-ext`` on an argument list it must refuse; return the one line it ends with (on stderr, exit
+    status 2, no traceback)."""
+
+    def run(argv: list[str]) -> str:
+        from sb3_ppo_ext.cli import main
+
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err
+        return err.strip().splitlines()[-1]
+
+    return run

@@ -119,6 +119,18 @@ def test_key_value_arguments():
         parse_key_value_arguments(["x:__import__('os')"], option="--env-kwargs")
 
 
+def test_an_unknown_name_asks_for_quotes_or_names_the_nearest_allowed_one():
+    with pytest.raises(ValueError, match=r"not an allowed name: string values need quotes, e\.g\. 'relu'"):
+        parse_expression("dict(activation_fn=relu)", what="policy_kwargs")
+    with pytest.raises(ValueError, match=r"not an allowed name; did you mean nn\.ReLU\?"):
+        parse_expression("dict(activation_fn=nn.Relu)", what="policy_kwargs")
+    # On the command line the example carries the quotes the shell removes.
+    with pytest.raises(ValueError) as error:
+        parse_key_value_arguments(["objective:kl_penalty"], option="--hyperparams")
+    assert str(error.value).startswith("--hyperparams objective: kl_penalty is not an allowed name; string values need "
+                                       "quotes: objective:\"'kl_penalty'\"")
+
+
 def test_valid_keys_are_constructor_parameters_plus_zoo_keys():
     keys = valid_keys(PPO)
     assert {"learning_rate", "objective", "lr_kl_target", "kl_penalty_target", "fast_collect", "policy"} <= keys

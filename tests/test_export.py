@@ -191,3 +191,39 @@ def test_dict_observations_export_one_input_per_key(tmp_path, env_class):
     with th.no_grad():
         actions = scripted(*(th.as_tensor(raw[key]) for key in space.spaces)).numpy()
     np.testing.assert_allclose(actions, expected, atol=1e-5, rtol=0)
+
+
+class _OnnxableSB3Policy(th.nn.Module):
+    """The wrapper of SB3's "Export to ONNX" recipe (docs/guide/export.rst): actions, values and log-probabilities."""
+
+    def __init__(self, policy: th.nn.Module) -> None:
+        super().__init__()
+        self.policy = policy
+
+    def forward(self, observation: th.Tensor) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
+        return self.policy(observation, deterministic=True)
+
+
+def test_sb3_documented_recipe_exports_with_the_export_extra(tmp_path):
+    """SB3's recipe, ``th.onnx.export(policy, dummy_input, path, opset_version=17, input_names=["input"])``, with the
+    exporter torch >= 2.9 uses by default: it needs onnxscript (in the ``[export]`` extra), and it cannot trace the
+    argument checks of ``torch.distributions``, which are therefore off while it exports (``dynamo=False``, the
+    TorchScript-based exporter ``export_onnx`` uses, needs neither)."""
+    import onnx
+
+    model = PPO("MlpPolicy", "Pendulum-v1", n_steps=32, batch_size=32, policy_kwargs=TINY, seed=0, device="cpu")
+    path = str(tmp_path / "my_ppo_model.onnx")
+    dummy_input = th.randn(1, *model.observation_space.shape)
+    validate_args = th.distributions.Distribution._validate_args
+    th.distributions.Distribution.set_default_validate_args(False)
+    try:
+        th.onnx.export(_OnnxableSB3Policy(model.policy), dummy_input, path, opset_version=17, input_names=["input"])
+    finally:
+        th.distributions.Distribution.set_default_validate_args(validate_args)
+    onnx.checker.check_model(onnx.load(path))
+    observation = np.zeros((1, *model.observation_space.shape), dtype=np.float32)
+    actions, values, _ = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"input": observation})
+    with th.no_grad():
+        expected_actions, expected_values, _ = model.policy(th.as_tensor(observation), deterministic=True)
+    np.testing.assert_allclose(actions, expected_actions.numpy(), atol=1e-5)
+    np.testing.assert_allclose(values, expected_values.numpy(), atol=1e-5)

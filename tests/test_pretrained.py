@@ -182,7 +182,8 @@ def test_cli_enjoy_record_export(pendulum_agent, tmp_path, capsys):
 def test_cli_missing_agent_is_one_line(capsys):
     with pytest.raises(SystemExit) as exit_info:
         cli_main(["enjoy", "--pretrained", "--env", "CartPole-v1"])
-    assert str(exit_info.value).startswith("sb3-ppo-ext: no pretrained agent for 'CartPole-v1'")
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.startswith("sb3-ppo-ext enjoy: error: no pretrained agent for 'CartPole-v1'")
 
 
 # --- the shipped agents ------------------------------------------------------------------------------------------

@@ -1,20 +1,24 @@
 """The subcommands of ``sb3-ppo-ext``: rl-zoo3's scripts with ``ppo_ext``, our configs and safe config parsing.
 
 Each zoo-backed command runs rl-zoo3's own script function on an argument list that starts with our defaults
-(``--algo ppo_ext``, the bundled config, ``-f logs``, a progress bar), so any option the user gives later wins,
-and with rl-zoo3's ``StoreDict`` / ``ExperimentManager`` swapped for the safe versions while it runs.
+(``--algo``, the bundled config, ``-f logs``, a progress bar), so any option the user gives later wins, with
+rl-zoo3's ``StoreDict`` / ``ExperimentManager`` swapped for the safe versions and its parser amended
+(:func:`zoo_parser`: our defaults in its help, our options, ``-n`` checked, one-line usage errors) while it runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import runpy
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from sb3_ppo_ext.callbacks.live_view import display_available
+from sb3_ppo_ext.cli import DEBUG_HELP, DEBUG_OPTION
 from sb3_ppo_ext.zoo.experiment import (
     ALGORITHM_NAME,
     SafeExperimentManager,
@@ -23,8 +27,109 @@ from sb3_ppo_ext.zoo.experiment import (
     patched_zoo_module,
     register_algorithm,
 )
+from sb3_ppo_ext.zoo.runs import list_runs, missing_run_message, newest_run
 
 DEFAULT_LOG_FOLDER = "logs"
+
+#: An option to add to a parser: its flags and the keyword arguments of ``add_argument``.
+Option = tuple[tuple[str, ...], Mapping[str, Any]]
+
+
+def n_timesteps(value: str) -> int:
+    """``-n`` of ``train`` / ``optimize``: at least 1 (rl-zoo3 ignores a value <= 0 and trains the config's budget)."""
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value} (leave -n out to train the config's n_timesteps)")
+    return number
+
+
+#: rl-zoo3's train options as ``train`` / ``optimize`` show and check them: option string -> attributes of its action.
+TRAIN_OPTION_CHANGES: dict[str, dict[str, Any]] = {
+    "--algo": {"help": f"RL algorithm (default: {ALGORITHM_NAME}, our PPO; the others use rl-zoo3's own configs)"},
+    "--n-timesteps": {"type": n_timesteps, "help": "training steps, >= 1 (default: the config's n_timesteps)"},
+    "--conf-file": {
+        "help": f"YAML config file (.yml / .yaml): one block of hyperparameters per env id (default for {ALGORITHM_NAME}: "
+        "the bundled ppo_ext.yml); Python config files and packages are refused, as rl-zoo3 would run their code"
+    },
+    "--progress": {"help": "show a progress bar (the default of train)"},
+    "--hyperparams": {
+        "help": "override hyperparameters, e.g. n_envs:4 learning_rate:lin_3e-4 objective:\"'kl_penalty'\" "
+        "(Python literals, parsed safely: string values need quotes)"
+    },
+}
+#: rl-zoo3's enjoy / record_video options as ``enjoy`` / ``record-video`` show them.
+PLAY_OPTION_CHANGES: dict[str, dict[str, Any]] = {
+    "--algo": {"help": "RL algorithm of the run (default: the algorithm of the newest run of --env under --folder)"},
+    "--folder": {"help": f"log folder (default: {DEFAULT_LOG_FOLDER})"},
+}
+DEBUG: Option = ((DEBUG_OPTION,), {"action": "store_true", "default": argparse.SUPPRESS, "help": DEBUG_HELP})
+NO_PROGRESS: Option = (
+    ("--no-progress",),
+    {"dest": "progress", "action": "store_false", "default": argparse.SUPPRESS, "help": "no progress bar"},
+)
+
+
+def amend_parser(parser: argparse.ArgumentParser, changes: Mapping[str, Mapping[str, Any]], options: Sequence[Option]) -> None:
+    """Give the options of ``parser`` our attributes and add the ``options`` it lacks (idempotent).
+
+    :param parser: a parser rl-zoo3 has built.
+    :param changes: option string -> attributes of its action to replace (``help``, ``type``).
+    :param options: options to add.
+    """
+    for action in parser._actions:
+        for flag in action.option_strings:
+            for name, value in changes.get(flag, {}).items():
+                setattr(action, name, value)
+    for flags, settings in options:
+        if flags[0] not in parser._option_string_actions:
+            parser.add_argument(*flags, **settings)
+
+
+def nearest_option_hint(parser: argparse.ArgumentParser, message: str) -> str:
+    """`` (did you mean --x?)``: the options of ``parser`` nearest to those an argparse error ``message`` does not know."""
+    if not message.startswith("unrecognized arguments:"):
+        return ""
+    known = list(parser._option_string_actions)
+    unknown = [token.partition("=")[0] for token in message.partition(":")[2].split() if token.startswith("--")]
+    near = [match for token in unknown for match in difflib.get_close_matches(token, known, n=1)]
+    return f" (did you mean {', '.join(near)}?)" if near else ""
+
+
+@contextmanager
+def zoo_parser(program: str, changes: Mapping[str, Mapping[str, Any]], options: Sequence[Option]) -> Iterator[None]:
+    """While an rl-zoo3 script runs as ``program``, amend its parser (:func:`amend_parser`) before it parses.
+
+    rl-zoo3's scripts build their parser inline, so ``ArgumentParser.parse_known_args`` and ``error`` are swapped
+    for the time of the script; they act on a parser with an ``--env`` option only (rl-zoo3's: our own parsers are
+    done by then) and name it ``program`` (newer Pythons name a parser after ``python -m <module>`` when run so). A
+    usage error is one line, ``<program>: error: <message>``, exit status 2, instead of argparse's usage (30 lines for
+    rl-zoo3's train).
+    """
+    parse_known_args = argparse.ArgumentParser.parse_known_args
+    error = argparse.ArgumentParser.error
+
+    def is_zoo_parser(parser: argparse.ArgumentParser) -> bool:
+        return "--env" in parser._option_string_actions
+
+    def amended_parse_known_args(self: argparse.ArgumentParser, args: Any = None, namespace: Any = None) -> Any:
+        if is_zoo_parser(self):
+            self.prog = program
+            amend_parser(self, changes, options)
+        return parse_known_args(self, args, namespace)
+
+    def one_line_error(self: argparse.ArgumentParser, message: str) -> Any:
+        if not is_zoo_parser(self):
+            return error(self, message)
+        self.exit(2, f"{program}: error: {message}{nearest_option_hint(self, message)}\n")
+
+    with patched_zoo_module(argparse.ArgumentParser, parse_known_args=amended_parse_known_args, error=one_line_error):
+        yield
+
+
+def add_debug_option(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Show ``--debug`` in the help of one of our parsers (:func:`sb3_ppo_ext.cli.main` takes it off the arguments)."""
+    parser.add_argument(*DEBUG[0], **DEBUG[1])
+    return parser
 
 
 def _peek(argv: Sequence[str], *flags: str) -> str | None:
@@ -33,6 +138,10 @@ def _peek(argv: Sequence[str], *flags: str) -> str | None:
     parser.add_argument(*flags, dest="value", default=None)
     known, _ = parser.parse_known_args(list(argv))
     return known.value
+
+
+def _asks_help(argv: Sequence[str]) -> bool:
+    return "-h" in argv or "--help" in argv
 
 
 @contextmanager
@@ -47,18 +156,13 @@ def _script_argv(program: str, argv: Sequence[str]) -> Iterator[None]:
 
 
 def _zoo_train_argv(argv: Sequence[str], *, optimize: bool) -> list[str]:
-    """Our defaults followed by the user's arguments (later options win in argparse)."""
+    """Our defaults followed by the user's arguments (later options win in argparse, ``--no-progress`` included)."""
     argv = list(argv)
     defaults = ["--algo", ALGORITHM_NAME]
     algo = _peek(argv, "--algo") or ALGORITHM_NAME
     if algo == ALGORITHM_NAME and _peek(argv, "-conf", "--conf-file") is None:
         defaults += ["--conf-file", default_config_path()]
-    no_progress = "--no-progress" in argv
-    argv = [token for token in argv if token != "--no-progress"]
-    if optimize:
-        defaults += ["--optimize-hyperparameters", "--no-optim-plots"]
-    elif not no_progress:
-        defaults.append("--progress")
+    defaults += ["--optimize-hyperparameters", "--no-optim-plots"] if optimize else ["--progress"]
     return defaults + argv
 
 
@@ -70,25 +174,61 @@ def train(argv: Sequence[str], *, optimize: bool = False) -> None:
     program = f"sb3-ppo-ext {'optimize' if optimize else 'train'}"
     with (
         _script_argv(program, _zoo_train_argv(argv, optimize=optimize)),
+        zoo_parser(program, TRAIN_OPTION_CHANGES, [NO_PROGRESS, DEBUG]),
         patched_zoo_module(rl_zoo3.train, StoreDict=SafeStoreDict, ExperimentManager=SafeExperimentManager),
     ):
         rl_zoo3.train.train()
 
 
+def newest_algorithm(log_folder: str, env_id: str, exp_id: int = 0) -> str:
+    """The algorithm of the newest run of ``env_id`` under ``log_folder`` (run ``exp_id`` only, unless it is 0).
+
+    Says which it chose when several algorithms have runs of the env.
+
+    :raises ValueError: when there is no such run, naming the runs there are and the nearest env name.
+    """
+    from huggingface_sb3 import EnvironmentName
+    from rl_zoo3.utils import ALGOS
+
+    env_name = str(EnvironmentName(env_id))
+    runs = list_runs(log_folder, ALGOS)
+    newest = newest_run(runs, env_name, exp_id)
+    if newest is None:
+        raise ValueError(missing_run_message(runs, log_folder, env_name, exp_id))
+    algorithms = sorted({run.algo for run in runs if run.env_name == env_name})
+    if len(algorithms) > 1:
+        print(f"Runs of {env_name} under {log_folder}/ by {', '.join(algorithms)}: using the newest, {newest.algo}'s "
+              "(--algo chooses)")
+    return newest.algo
+
+
 def _zoo_play_argv(argv: Sequence[str], *, headless_no_render: bool) -> list[str]:
+    """Our defaults followed by the user's arguments: ``--algo`` of the newest run of ``--env`` unless given,
+    ``--folder logs``, and on a headless machine ``--no-render`` for ``enjoy``."""
     argv = list(argv)
-    defaults = ["--algo", ALGORITHM_NAME, "--folder", DEFAULT_LOG_FOLDER]
-    if headless_no_render and not is_display_available() and "--no-render" not in argv:
+    folder = _peek(argv, "-f", "--folder") or DEFAULT_LOG_FOLDER
+    exp_id = int(_peek(argv, "--exp-id") or 0)
+    if _peek(argv, "--algo") is not None or _asks_help(argv) or exp_id < 0:
+        algo = ALGORITHM_NAME
+    else:
+        algo = newest_algorithm(folder, _peek(argv, "--env") or "CartPole-v1", exp_id)
+    defaults = ["--algo", algo, "--folder", DEFAULT_LOG_FOLDER]
+    if headless_no_render and not display_available() and "--no-render" not in argv and not _asks_help(argv):
         print("No display found: running without a window (use `sb3-ppo-ext record-video` for a video).")
         defaults.append("--no-render")
     return defaults + argv
 
 
-def is_display_available() -> bool:
-    """Whether a window can be opened (always assumed on macOS / Windows; ``DISPLAY`` or Wayland on Linux)."""
-    if not sys.platform.startswith("linux"):
-        return True
-    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+def headless_sdl_settings() -> dict[str, str]:
+    """``SDL_VIDEODRIVER=dummy`` on a machine without a display, unless an SDL video driver is chosen already.
+
+    pygame renders gymnasium's classic-control envs, ``rgb_array`` included; on such a machine SDL otherwise probes
+    its Wayland driver, whose client library prints "error: XDG_RUNTIME_DIR is invalid or not set in the environment."
+    before SDL renders off-screen anyway. The live view's headless viewer uses the same setting.
+    """
+    if display_available() or "SDL_VIDEODRIVER" in os.environ:
+        return {}
+    return {"SDL_VIDEODRIVER": "dummy"}
 
 
 def _check_run_files(argv: Sequence[str]) -> None:
@@ -110,7 +250,7 @@ def _check_run_files(argv: Sequence[str]) -> None:
 
 
 def _pretrained_parser(command: str, description: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=f"sb3-ppo-ext {command}", description=description)
+    parser = add_debug_option(argparse.ArgumentParser(prog=f"sb3-ppo-ext {command}", description=description))
     parser.add_argument("--pretrained", action="store_true", required=True,
                         help="play the agent shipped with the package (no training run, no pickle loaded)")
     parser.add_argument("--env", required=True, help="env id with a shipped agent, or an agent folder")
@@ -123,16 +263,6 @@ def _positive(value: str) -> int:
     if number < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
     return number
-
-
-def _load_pretrained_or_exit(env_id: str, **kwargs: Any) -> tuple[Any, Any]:
-    """:func:`~sb3_ppo_ext.pretrained.load_pretrained`; a missing or unreadable agent ends the command in one line."""
-    from sb3_ppo_ext.pretrained import load_pretrained
-
-    try:
-        return load_pretrained(env_id, **kwargs)
-    except (ValueError, OSError) as error:
-        raise SystemExit(f"sb3-ppo-ext: {error}") from None
 
 
 def _default_output(env_id_or_folder: str, folder: str, extension: str) -> str:
@@ -166,15 +296,15 @@ def _print_episodes(episodes: list[dict]) -> None:
 
 def enjoy_pretrained(argv: Sequence[str]) -> None:
     """``enjoy --pretrained``: play a shipped agent, printing each episode's return (and distance and speed)."""
-    from sb3_ppo_ext.pretrained import play
+    from sb3_ppo_ext.pretrained import load_pretrained, play
 
     parser = _pretrained_parser("enjoy", enjoy_pretrained.__doc__)
     parser.add_argument("-n", "--n-timesteps", type=_positive, default=1000, help="steps to play")
     parser.add_argument("--stochastic", action="store_true", help="sample actions instead of the mean action")
     parser.add_argument("--no-render", action="store_true", help="no window (the default on a headless machine)")
     args = parser.parse_args(list(argv))
-    render = not args.no_render and is_display_available()
-    model, env = _load_pretrained_or_exit(args.env, seed=args.seed, render_mode="human" if render else None)
+    render = not args.no_render and display_available()
+    model, env = load_pretrained(args.env, seed=args.seed, render_mode="human" if render else None)
     try:
         _print_episodes(play(model, env, args.n_timesteps, deterministic=not args.stochastic))
     finally:
@@ -184,7 +314,7 @@ def enjoy_pretrained(argv: Sequence[str]) -> None:
 def record_video_pretrained(argv: Sequence[str]) -> None:
     """``record-video --pretrained``: an MP4 of a shipped agent (rendered off-screen)."""
     from sb3_ppo_ext.callbacks._media import env_fps, write_mp4
-    from sb3_ppo_ext.pretrained import play
+    from sb3_ppo_ext.pretrained import load_pretrained, play
 
     parser = _pretrained_parser("record-video", record_video_pretrained.__doc__)
     parser.add_argument("-n", "--n-timesteps", type=_positive, default=1000, help="steps to record")
@@ -192,7 +322,7 @@ def record_video_pretrained(argv: Sequence[str]) -> None:
                         help="folder of the video (<env>-pretrained.mp4; numbered instead of replacing an earlier one)")
     parser.add_argument("--stochastic", action="store_true", help="sample actions instead of the mean action")
     args = parser.parse_args(list(argv))
-    model, env = _load_pretrained_or_exit(args.env, seed=args.seed, render_mode="rgb_array")
+    model, env = load_pretrained(args.env, seed=args.seed, render_mode="rgb_array")
     try:
         frames: list = []
         episodes = play(model, env, args.n_timesteps, deterministic=not args.stochastic,
@@ -210,13 +340,14 @@ def record_video_pretrained(argv: Sequence[str]) -> None:
 def export_pretrained(argv: Sequence[str]) -> None:
     """``export --pretrained``: the ONNX policy of a shipped agent (raw observation -> action)."""
     from sb3_ppo_ext.callbacks import export_onnx
+    from sb3_ppo_ext.pretrained import load_pretrained
 
     parser = _pretrained_parser("export", export_pretrained.__doc__)
     parser.add_argument("-o", "--output", help="ONNX file (default: <env>-pretrained.onnx here, numbered instead of "
                         "replacing an earlier one)")
     parser.add_argument("--opset", type=int, default=17, help="ONNX opset version")
     args = parser.parse_args(list(argv))
-    model, env = _load_pretrained_or_exit(args.env, seed=args.seed)
+    model, env = load_pretrained(args.env, seed=args.seed)
     output = args.output or _default_output(args.env, ".", ".onnx")
     try:
         export_onnx(model, output, opset=args.opset)  # bakes in the statistics of the model's env (frozen VecNormalize)
@@ -226,16 +357,22 @@ def export_pretrained(argv: Sequence[str]) -> None:
 
 
 def enjoy(argv: Sequence[str]) -> None:
-    """``enjoy``: rl-zoo3's ``enjoy.py`` on ``logs/ppo_ext`` runs; no window on a headless machine."""
+    """``enjoy``: rl-zoo3's ``enjoy.py`` on the runs under ``logs/``; no window on a headless machine."""
     if "--pretrained" in argv:
         enjoy_pretrained(argv)
         return
     register_algorithm()
     import rl_zoo3.enjoy
 
+    program = "sb3-ppo-ext enjoy"
     zoo_argv = _zoo_play_argv(argv, headless_no_render=True)
-    _check_run_files(zoo_argv)
-    with _script_argv("sb3-ppo-ext enjoy", zoo_argv), patched_zoo_module(rl_zoo3.enjoy, StoreDict=SafeStoreDict):
+    if not _asks_help(zoo_argv):
+        _check_run_files(zoo_argv)
+    with (
+        _script_argv(program, zoo_argv),
+        zoo_parser(program, PLAY_OPTION_CHANGES, [DEBUG]),
+        patched_zoo_module(rl_zoo3.enjoy, StoreDict=SafeStoreDict),
+    ):
         rl_zoo3.enjoy.enjoy()
 
 
@@ -247,36 +384,48 @@ def record_video(argv: Sequence[str]) -> None:
     register_algorithm()
     import rl_zoo3.utils
 
+    program = "sb3-ppo-ext record-video"
     zoo_argv = _zoo_play_argv(argv, headless_no_render=False)
-    _check_run_files(zoo_argv)
+    if not _asks_help(zoo_argv):
+        _check_run_files(zoo_argv)
     # record_video.py is a __main__ script: it imports StoreDict from rl_zoo3.utils when it runs.
-    with _script_argv("sb3-ppo-ext record-video", zoo_argv), patched_zoo_module(rl_zoo3.utils, StoreDict=SafeStoreDict):
+    with (
+        _script_argv(program, zoo_argv),
+        zoo_parser(program, PLAY_OPTION_CHANGES, [DEBUG]),
+        patched_zoo_module(rl_zoo3.utils, StoreDict=SafeStoreDict),
+    ):
         runpy.run_module("rl_zoo3.record_video", run_name="__main__")
 
 
 def plot(argv: Sequence[str]) -> None:
     """``plot``: training curves of the runs of one or more environments into an image file."""
+    from huggingface_sb3 import EnvironmentName
+
     from sb3_ppo_ext.zoo.plotting import X_AXES, find_runs, plot_runs
 
-    parser = argparse.ArgumentParser(prog="sb3-ppo-ext plot", description=plot.__doc__)
+    parser = add_debug_option(argparse.ArgumentParser(prog="sb3-ppo-ext plot", description=plot.__doc__))
     parser.add_argument("--env", nargs="+", required=True, help="environment id(s)")
-    parser.add_argument("--algo", default=ALGORITHM_NAME, help="algorithm folder under the log folder")
+    parser.add_argument("--algo", help="algorithm folder under the log folder (default: that of the newest run of each env)")
     parser.add_argument("-f", "--folder", default=DEFAULT_LOG_FOLDER, help="log folder (rl-zoo3 layout)")
     parser.add_argument("--exp-id", type=int, nargs="+", help="run numbers to include (default: all)")
-    parser.add_argument("-o", "--output", help="image file (default: <folder>/<algo>/<env>_curves.png)")
+    parser.add_argument("-o", "--output", help="image file, .png / .pdf / .svg (default: <folder>/<algo>/<env>_curves.png)")
     parser.add_argument("-x", "--x-axis", choices=X_AXES, default="steps")
     parser.add_argument("-w", "--window", type=int, default=20, help="episodes in the moving average")
     args = parser.parse_args(list(argv))
-    runs = [run for env_id in args.env for run in find_runs(args.folder, args.algo, env_id)]
+    register_algorithm()
+    algorithms = {env_id: args.algo or newest_algorithm(args.folder, env_id) for env_id in args.env}
+    runs = [run for env_id, algo in algorithms.items() for run in find_runs(args.folder, algo, env_id)]
     if args.exp_id:
         runs = [run for run in runs if int(run.rsplit("_", 1)[1]) in args.exp_id]
     if not runs:
-        raise SystemExit(f"no runs of {args.env} under {os.path.join(args.folder, args.algo)}")
-    from huggingface_sb3 import EnvironmentName
-
-    output = args.output or os.path.join(args.folder, args.algo, f"{EnvironmentName(args.env[0])}_curves.png")
+        where = ", ".join(sorted({os.path.join(args.folder, algo) for algo in algorithms.values()}))
+        raise ValueError(f"no runs of {' '.join(args.env)} numbered {args.exp_id} under {where}" if args.exp_id
+                         else f"no runs of {' '.join(args.env)} under {where}")
+    first_env = args.env[0]
+    output = args.output or os.path.join(args.folder, algorithms[first_env], f"{EnvironmentName(first_env)}_curves.png")
     plotted = plot_runs(runs, output, x_axis=args.x_axis, window=args.window, title=", ".join(args.env))
-    print(f"Plotted {plotted} of {len(runs)} runs to {output}")
+    unfinished = "" if plotted == len(runs) else f" ({len(runs) - plotted} without a finished episode yet)"
+    print(f"Plotted {plotted} of {len(runs)} runs{unfinished} into {os.path.abspath(output)}; -o chooses the file")
 
 
 def export(argv: Sequence[str]) -> None:
@@ -290,9 +439,10 @@ def export(argv: Sequence[str]) -> None:
 
     from sb3_ppo_ext.callbacks import export_onnx
 
-    parser = argparse.ArgumentParser(prog="sb3-ppo-ext export", description=export.__doc__)
+    parser = add_debug_option(argparse.ArgumentParser(prog="sb3-ppo-ext export", description=export.__doc__))
     parser.add_argument("--env", required=True, help="environment id of the run")
-    parser.add_argument("--algo", default=ALGORITHM_NAME, choices=list(ALGOS))
+    parser.add_argument("--algo", choices=list(ALGOS),
+                        help="RL algorithm of the run (default: the algorithm of the newest run of --env under --folder)")
     parser.add_argument("-f", "--folder", default=DEFAULT_LOG_FOLDER, help="log folder (rl-zoo3 layout)")
     parser.add_argument("--exp-id", type=int, default=0, help="run number (default 0: the latest)")
     which = parser.add_mutually_exclusive_group()
@@ -304,10 +454,11 @@ def export(argv: Sequence[str]) -> None:
     args = parser.parse_args(list(argv))
 
     env_name = EnvironmentName(args.env)
+    algo = args.algo or (ALGORITHM_NAME if args.exp_id < 0 else newest_algorithm(args.folder, args.env, args.exp_id))
     _, model_path, log_path = get_model_path(
-        args.exp_id, args.folder, args.algo, env_name, args.load_best, args.load_checkpoint, args.load_last_checkpoint
+        args.exp_id, args.folder, algo, env_name, args.load_best, args.load_checkpoint, args.load_last_checkpoint
     )
-    model = ALGOS[args.algo].load(model_path, device="cpu")
+    model = ALGOS[algo].load(model_path, device="cpu")
     vecnormalize_path = os.path.join(log_path, env_name, "vecnormalize.pkl")
     output = args.output or os.path.splitext(model_path)[0] + ".onnx"
     export_onnx(model, output, vecnormalize_path if os.path.isfile(vecnormalize_path) else None, opset=args.opset)

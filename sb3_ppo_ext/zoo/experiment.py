@@ -23,7 +23,7 @@ from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
 from sb3_ppo_ext.ppo import PPO
 from sb3_ppo_ext.zoo.hyperparams import check_block_keys, preprocess_block, valid_keys
-from sb3_ppo_ext.zoo.safe_eval import parse_expression
+from sb3_ppo_ext.zoo.safe_eval import UnknownNameError, nearest_short_name, parse_expression
 from sb3_ppo_ext.zoo.sampler import convert_ppo_ext_params, sample_ppo_ext_params
 
 #: Name of our PPO in rl-zoo3's registry (``--algo ppo_ext``, run folders ``logs/ppo_ext/...``).
@@ -49,13 +49,25 @@ def register_algorithm() -> None:
 
 
 def parse_key_value_arguments(values: list[str], *, option: str) -> dict[str, Any]:
-    """Parse ``key:value`` command-line items, each value with :func:`parse_expression` (rl-zoo3 uses ``eval``)."""
+    """Parse ``key:value`` command-line items, each value with :func:`parse_expression` (rl-zoo3 uses ``eval``).
+
+    A value that is one unknown name, such as ``objective:kl_penalty``, is refused with the quoting that makes it a
+    string on the command line (``objective:"'kl_penalty'"``: the shell removes the outer quotes).
+    """
     parsed: dict[str, Any] = {}
     for item in values:
         key, separator, text = item.partition(":")
         if not separator or not key:
             raise ValueError(f"{option}: expected key:value items, got {item!r}")
-        parsed[key] = parse_expression(text, what=f"{option} {key}")
+        try:
+            parsed[key] = parse_expression(text, what=f"{option} {key}")
+        except UnknownNameError as error:
+            if error.name != text.strip() or nearest_short_name(error.name) is not None:
+                raise
+            raise ValueError(
+                f"{option} {key}: {error.name} is not an allowed name; string values need quotes: "
+                f"{key}:\"'{error.name}'\" (the shell removes the outer ones)"
+            ) from None
     return parsed
 
 

@@ -11,6 +11,7 @@ names of an allow-list (activation functions, optimisers, our callbacks and wrap
 from __future__ import annotations
 
 import ast
+import difflib
 import functools
 import importlib
 import inspect
@@ -41,6 +42,9 @@ _ACTIVATIONS = (
     "Identity",
 )
 _OPTIMISERS = ("Adam", "AdamW", "SGD", "RMSprop", "Adamax", "NAdam", "RAdam", "Adagrad", "Adadelta")
+
+#: The names a config value may use, as refusals quote them.
+NAME_RULE = "activations nn.ReLU/nn.Tanh/..., optimisers th.optim.Adam/... and allow-listed callback/wrapper import paths"
 
 #: Modules whose public classes may be named by import path for ``callback``, ``env_wrapper``,
 #: ``vec_env_wrapper`` and ``policy`` (each entry: the module, the base class its classes must subclass).
@@ -142,6 +146,25 @@ def is_allowed_import_path(path: str) -> bool:
     return resolve_name(path) is not None
 
 
+def nearest_short_name(name: str) -> str | None:
+    """The activation or optimiser alias closest to ``name`` ignoring case (``nn.Relu`` -> ``nn.ReLU``), if any is close."""
+    by_lower = {short.lower(): short for short in _short_names()}
+    near = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.8)
+    return by_lower[near[0]] if near else None
+
+
+class UnknownNameError(ValueError):
+    """A config value names something outside the allow-list; often a string that lacks its quotes.
+
+    :param message: the error message.
+    :param name: the refused name, e.g. ``"kl_penalty"``.
+    """
+
+    def __init__(self, message: str, name: str) -> None:
+        super().__init__(message)
+        self.name = name
+
+
 def _dotted_name(node: ast.expr) -> str | None:
     """``a.b.c`` for a chain of attribute accesses on a plain name, else ``None``."""
     parts: list[str] = []
@@ -161,9 +184,20 @@ class _Evaluator:
         self.text = text
         self.what = what
 
-    def refuse(self, node: ast.AST, rule: str) -> ValueError:
+    def message(self, node: ast.AST, rule: str) -> str:
         segment = ast.get_source_segment(self.text, node) or self.text
-        return ValueError(f"{self.what}: {segment!r} is not allowed in a config value ({rule}); in {self.text!r}")
+        return f"{self.what}: {segment!r} is not allowed in a config value ({rule}); in {self.text!r}"
+
+    def refuse(self, node: ast.AST, rule: str) -> ValueError:
+        return ValueError(self.message(node, rule))
+
+    def refuse_name(self, node: ast.expr, name: str) -> UnknownNameError:
+        near = nearest_short_name(name)
+        if near is not None:
+            rule = f"not an allowed name; did you mean {near}?"
+        else:
+            rule = f"not an allowed name: string values need quotes, e.g. {name!r}; the names allowed are {NAME_RULE}"
+        return UnknownNameError(self.message(node, rule), name)
 
     def value(self, node: ast.expr) -> Any:
         if isinstance(node, ast.Constant):
@@ -189,14 +223,12 @@ class _Evaluator:
             return self.call(node)
         if isinstance(node, (ast.Name, ast.Attribute)):
             dotted = _dotted_name(node)
-            resolved = resolve_name(dotted) if dotted is not None else None
+            if dotted is None:
+                raise self.refuse(node, f"attribute access is only allowed in names: {NAME_RULE}")
+            resolved = resolve_name(dotted)
             if resolved is not None:
                 return resolved
-            raise self.refuse(
-                node,
-                "not an allowed name: use one of the activations nn.ReLU/nn.Tanh/..., "
-                "optimisers th.optim.Adam/..., or an allow-listed callback/wrapper import path",
-            )
+            raise self.refuse_name(node, dotted)
         raise self.refuse(node, f"{type(node).__name__} expressions are not allowed; use literals, dict(), list()")
 
     def call(self, node: ast.Call) -> Any:

@@ -1,0 +1,57 @@
+"""The run folders of a log folder in rl-zoo3's layout, ``<log folder>/<algo>/<env name>_<n>/``, and which one a
+command means when the user names only the env."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
+
+
+class Run(NamedTuple):
+    """One run folder."""
+
+    algo: str
+    #: the env id with ``/`` replaced by ``-``, as in the folder name (``sb3_ppo_ext-Walker2D-v0``)
+    env_name: str
+    number: int
+    #: modification time of the folder, i.e. when it last received a file (the final model is written last)
+    modified: float
+
+
+def list_runs(log_folder: str, algorithms: Iterable[str]) -> list[Run]:
+    """Every run folder ``<log_folder>/<algo>/<env name>_<n>`` of the given algorithms, sorted."""
+    runs = []
+    for algo in algorithms:
+        algo_folder = os.path.join(log_folder, algo)
+        if not os.path.isdir(algo_folder):
+            continue
+        for name in os.listdir(algo_folder):
+            env_name, separator, number = name.rpartition("_")
+            path = os.path.join(algo_folder, name)
+            if separator and env_name and number.isdigit() and os.path.isdir(path):
+                runs.append(Run(algo, env_name, int(number), os.path.getmtime(path)))
+    return sorted(runs)
+
+
+def newest_run(runs: Iterable[Run], env_name: str, number: int = 0) -> Run | None:
+    """The most recently modified run of ``env_name`` (among the runs numbered ``number`` unless it is 0), or ``None``."""
+    candidates = [run for run in runs if run.env_name == env_name and number in (0, run.number)]
+    return max(candidates, key=lambda run: run.modified, default=None)
+
+
+def missing_run_message(runs: Sequence[Run], log_folder: str, env_name: str, number: int = 0) -> str:
+    """Why no run of ``env_name`` (numbered ``number`` unless 0) is found under ``log_folder``: the runs that are
+    there and the nearest env name."""
+    if not runs:
+        return f"no run under {log_folder}/ (no <algo>/<env>_<n> folder there): train one first, with sb3-ppo-ext train"
+    if number and any(run.env_name == env_name for run in runs):
+        numbers = sorted({run.number for run in runs if run.env_name == env_name})
+        return f"no run {env_name}_{number} under {log_folder}/<algo>/ (runs of {env_name}: {numbers})"
+    env_names = sorted({run.env_name for run in runs})
+    near = difflib.get_close_matches(env_name, env_names, n=1)
+    hint = f"; did you mean {near[0]}?" if near else ""
+    names = sorted({f"{run.algo}/{run.env_name}" for run in runs})
+    listed = ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
+    return f"no run of {env_name} under {log_folder}/ (runs there: {listed}){hint}"

@@ -1,0 +1,226 @@
+"""The ``sb3-ppo-ext`` command as a new user meets it: one-line user errors (``--debug`` for the traceback), help
+texts that show our defaults, ``-n`` checked, runs of any algorithm found by env id, quiet headless rendering."""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import subprocess
+import sys
+
+import gymnasium as gym
+import pytest
+import torch as th
+from stable_baselines3.common.callbacks import BaseCallback
+
+from sb3_ppo_ext import PPO
+from sb3_ppo_ext.cli import is_user_error, main
+from sb3_ppo_ext.zoo.commands import NO_PROGRESS, amend_parser, headless_sdl_settings
+from sb3_ppo_ext.zoo.runs import Run, list_runs, missing_run_message, newest_run
+
+#: A config whose budget is tiny, so that a train command that ignored -n would end quickly (and fail its test).
+TINY_CONFIG = "CartPole-v1:\n  policy: 'MlpPolicy'\n  n_timesteps: 64\n  n_envs: 1\n  n_steps: 64\n  batch_size: 64\n"
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = th.get_num_threads()
+    th.set_num_threads(1)
+    yield
+    th.set_num_threads(threads)
+
+
+def normalised_help(argv: list[str], capsys) -> str:
+    """The ``--help`` text of a command with its line breaks and indentation removed."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 0
+    return " ".join(capsys.readouterr().out.split())
+
+
+def quiet(folder) -> list[str]:
+    return ["-f", str(folder), "--seed", "0", "--eval-freq", "-1", "--no-progress", "--verbose", "0", "--num-threads", "1"]
+
+
+# --- -n and one-line user errors --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n_timesteps", ["-5", "0"])
+def test_train_refuses_a_budget_below_one(n_timesteps, tmp_path, user_error):
+    config = tmp_path / "tiny.yml"
+    config.write_text(TINY_CONFIG)
+    line = user_error(["train", "--env", "CartPole-v1", "-conf", str(config), "-n", n_timesteps, *quiet(tmp_path)])
+    assert line.startswith(f"sb3-ppo-ext train: error: argument -n/--n-timesteps: must be >= 1, got {n_timesteps}")
+    assert not os.path.exists(tmp_path / "ppo_ext")  # nothing trained
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--env", "CartPole-v2"], "CartPole-v2 not found in gym registry, you maybe meant CartPole-v1?"),
+        (["--env", "CartPole-v1", "-n", "64", "--hyperparams", "n_steps:-5"], "n_steps"),
+        (["--env", "CartPole-v1", "-n", "64", "--hyperparams", "n_step:64"], "unknown key 'n_step'"),
+        (["--env", "CartPole-v1", "-conf", "missing.yml"], "No such file or directory: 'missing.yml'"),
+        (["--env", "CartPole-v1", "-conf", "hyperparams.py"], "conf_file must be a YAML file"),
+        (["--env", "CartPole-v1", "--hyperparams", "objective:kl_penalty"], "string values need quotes: objective:\"'kl_penalty'\""),
+        (["--env", "CartPole-v1", "--n-timestpes", "64"], "unrecognized arguments: --n-timestpes 64 (did you mean --n-timesteps?)"),
+    ],
+    ids=["env-id", "value", "key", "missing-config", "python-config", "unquoted-string", "misspelt-option"],
+)
+def test_user_errors_are_one_line(extra, message, tmp_path, user_error):
+    line = user_error(["train", *extra, *quiet(tmp_path)])
+    assert line.startswith("sb3-ppo-ext train: error: ")
+    assert message in line
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    with pytest.raises(ValueError, match="CartPole-v2 not found in gym registry"):
+        main(["train", "--env", "CartPole-v2", "--debug", *quiet(tmp_path)])
+
+
+class _FailingCallback(BaseCallback):
+    def _on_step(self) -> bool:
+        raise ValueError("raised while training")
+
+
+def test_errors_while_learning_and_other_types_are_not_user_errors():
+    model = PPO("MlpPolicy", "CartPole-v1", n_steps=8, batch_size=8, policy_kwargs={"net_arch": [4]}, device="cpu")
+    with pytest.raises(ValueError) as learning:
+        model.learn(8, callback=_FailingCallback())
+    assert not is_user_error(learning.value)
+    with pytest.raises(gym.error.NameNotFound) as unknown_env:
+        gym.make("CartPol-v1")
+    assert is_user_error(unknown_env.value)
+    assert is_user_error(ValueError("n_steps must be >= 1"))
+    assert is_user_error(FileNotFoundError(2, "No such file or directory", "x.yml"))
+    assert not is_user_error(AssertionError())  # nothing to say in one line
+    assert not is_user_error(KeyError("n_steps"))
+    assert not is_user_error(TypeError("unsupported operand"))
+
+
+def test_an_internal_error_keeps_its_traceback(monkeypatch):
+    from sb3_ppo_ext.zoo import commands
+
+    def broken(argv):
+        raise TypeError("a bug")
+
+    monkeypatch.setattr(commands, "plot", broken)
+    with pytest.raises(TypeError, match="a bug"):
+        main(["plot", "--env", "CartPole-v1"])
+
+
+# --- help texts ---------------------------------------------------------------------------------------------------
+
+
+def test_train_help_shows_our_defaults_options_and_refusals(capsys):
+    text = normalised_help(["train", "--help"], capsys)
+    assert "--no-progress no progress bar" in text
+    assert "--debug show the traceback of an error" in text
+    assert "RL algorithm (default: ppo_ext, our PPO" in text
+    assert "Python config files and packages are refused" in text
+    assert "python package from which" not in text  # rl-zoo3's own -conf help
+    assert "training steps, >= 1" in text
+
+
+def test_enjoy_help_is_only_the_help(monkeypatch, capsys):
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    text = normalised_help(["enjoy", "--help"], capsys)
+    assert text.startswith("usage: sb3-ppo-ext enjoy")  # no "No display found" before it
+    assert "default: the algorithm of the newest run of --env under --folder" in text
+    assert "--debug" in text
+
+
+def test_no_progress_overrides_the_progress_default():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("-P", "--progress", action="store_true", default=False)
+    amend_parser(parser, {"--progress": {"help": "a bar"}}, [NO_PROGRESS])
+    assert parser.parse_args(["--progress", "--no-progress"]).progress is False
+    assert parser.parse_args(["--progress"]).progress is True
+    assert parser._option_string_actions["--progress"].help == "a bar"
+
+
+# --- runs of any algorithm ----------------------------------------------------------------------------------------
+
+
+def test_the_newest_run_of_an_env_decides_the_algorithm(tmp_path):
+    runs = [Run("ppo", "Pendulum-v1", 1, 10.0), Run("ddpg", "Pendulum-v1", 1, 20.0), Run("ppo", "Pendulum-v1", 2, 15.0),
+            Run("ppo_ext", "CartPole-v1", 1, 30.0)]
+    assert newest_run(runs, "Pendulum-v1").algo == "ddpg"
+    assert newest_run(runs, "Pendulum-v1", number=2).algo == "ppo"
+    assert newest_run(runs, "Acrobot-v1") is None
+    assert missing_run_message(runs, "logs", "Pendulum-v1", 3) == "no run Pendulum-v1_3 under logs/<algo>/ (runs of Pendulum-v1: [1, 2])"
+    assert missing_run_message(runs, "logs", "Pendulum-v2").endswith("; did you mean Pendulum-v1?")
+    assert missing_run_message([], "logs", "Pendulum-v1").startswith("no run under logs/")
+    for name in ("ppo/Pendulum-v1_1", "ppo/Pendulum-v1_2", "ppo/Pendulum-v1_x", "ddpg/Pendulum-v1_1", "tb/Pendulum-v1_1"):
+        (tmp_path / name).mkdir(parents=True)
+    found = [(run.algo, run.env_name, run.number) for run in list_runs(str(tmp_path), ["ppo", "ddpg", "sac"])]
+    assert found == [("ddpg", "Pendulum-v1", 1), ("ppo", "Pendulum-v1", 1), ("ppo", "Pendulum-v1", 2)]
+
+
+@pytest.fixture(scope="module")
+def sb3_ppo_run(tmp_path_factory):
+    """A tiny run of SB3's PPO (``--algo ppo``) on Pendulum-v1, and an older, empty ``ppo_ext`` run of the same env."""
+    folder = tmp_path_factory.mktemp("logs")
+    older = folder / "ppo_ext" / "Pendulum-v1_1"
+    older.mkdir(parents=True)
+    os.utime(older, (0, 0))
+    th.set_num_threads(1)
+    hyperparams = ["--hyperparams", "n_envs:1", "n_steps:64", "batch_size:64", "n_epochs:1", "policy_kwargs:dict(net_arch=[8])"]
+    main(["train", "--algo", "ppo", "--env", "Pendulum-v1", "-n", "256", *quiet(folder), *hyperparams])  # one episode
+    return folder
+
+
+def test_enjoy_plays_the_newest_run_whatever_its_algorithm(sb3_ppo_run, capsys):
+    main(["enjoy", "--env", "Pendulum-v1", "-f", str(sb3_ppo_run), "-n", "5", "--no-render"])
+    output = capsys.readouterr().out
+    assert f"Runs of Pendulum-v1 under {sb3_ppo_run}/ by ppo, ppo_ext: using the newest, ppo's (--algo chooses)" in output
+    assert os.path.join("ppo", "Pendulum-v1_1", "Pendulum-v1.zip") in output
+
+
+def test_a_missing_run_names_the_runs_there(sb3_ppo_run, user_error):
+    line = user_error(["enjoy", "--env", "Pendulum-v2", "-f", str(sb3_ppo_run)])
+    assert line == (f"sb3-ppo-ext enjoy: error: no run of Pendulum-v2 under {sb3_ppo_run}/ (runs there: ppo/Pendulum-v1, "
+                    "ppo_ext/Pendulum-v1); did you mean Pendulum-v1?")
+
+
+def test_export_finds_the_algorithm_too(sb3_ppo_run, tmp_path):
+    pytest.importorskip("onnx")
+    output = tmp_path / "pendulum.onnx"
+    main(["export", "--env", "Pendulum-v1", "-f", str(sb3_ppo_run), "-o", str(output)])
+    assert output.stat().st_size > 0
+
+
+def test_plot_says_where_it_wrote(sb3_ppo_run, capsys):
+    main(["plot", "--env", "Pendulum-v1", "-f", str(sb3_ppo_run), "-w", "1"])
+    image = os.path.abspath(os.path.join(str(sb3_ppo_run), "ppo", "Pendulum-v1_curves.png"))
+    assert f"into {image}; -o chooses the file" in capsys.readouterr().out
+    assert os.path.getsize(image) > 1000
+
+
+# --- headless rendering -------------------------------------------------------------------------------------------
+
+
+def test_headless_sdl_settings(monkeypatch):
+    for name in ("DISPLAY", "WAYLAND_DISPLAY", "SDL_VIDEODRIVER"):
+        monkeypatch.delenv(name, raising=False)
+    assert headless_sdl_settings() == {"SDL_VIDEODRIVER": "dummy"}
+    monkeypatch.setenv("SDL_VIDEODRIVER", "offscreen")
+    assert headless_sdl_settings() == {}  # the user's choice stays
+    monkeypatch.delenv("SDL_VIDEODRIVER")
+    monkeypatch.setenv("DISPLAY", ":0")
+    assert headless_sdl_settings() == {}
+
+
+def test_record_video_prints_no_wayland_error_headless(sb3_ppo_run, tmp_path):
+    """SDL's Wayland probe printed "error: XDG_RUNTIME_DIR is invalid or not set" (a fresh process: SDL starts once)."""
+    environment = {name: value for name, value in os.environ.items()
+                   if name not in ("DISPLAY", "WAYLAND_DISPLAY", "XDG_RUNTIME_DIR", "SDL_VIDEODRIVER")}
+    command = [sys.executable, "-m", "sb3_ppo_ext", "record-video", "--algo", "ppo", "--env", "Pendulum-v1",
+               "-f", str(sb3_ppo_run), "-n", "5", "-o", str(tmp_path)]
+    result = subprocess.run(command, env={**environment, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
+                            timeout=300, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "XDG_RUNTIME_DIR" not in result.stderr + result.stdout
+    assert glob.glob(str(tmp_path / "*.mp4"))
