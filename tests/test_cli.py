@@ -224,3 +224,26 @@ def test_record_video_prints_no_wayland_error_headless(sb3_ppo_run, tmp_path):
     assert result.returncode == 0, result.stderr
     assert "XDG_RUNTIME_DIR" not in result.stderr + result.stdout
     assert glob.glob(str(tmp_path / "*.mp4"))
+
+
+# --- off-policy runs that end before they learn -------------------------------------------------------------------
+
+
+def test_ddpg_below_learning_starts_warns_that_it_trains_nothing(tmp_path):
+    with pytest.warns(UserWarning, match=r"n_timesteps=200 <= learning_starts=10000: DDPG .* trains nothing"):
+        main(["train", "--algo", "ddpg", "--env", "Pendulum-v1", "-n", "200", *quiet(tmp_path)])
+
+
+def test_the_learning_starts_check_reads_the_config_then_the_default():
+    from stable_baselines3 import DDPG, SAC
+
+    from sb3_ppo_ext.zoo.experiment import warn_if_nothing_learns
+
+    with pytest.warns(UserWarning, match="learning_starts=100:"):  # SAC's own default
+        warn_if_nothing_learns(SAC, {}, 100)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn_if_nothing_learns(DDPG, {"learning_starts": 50}, 51)
+        warn_if_nothing_learns(PPO, {}, 1)  # on-policy: nothing to wait for

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import inspect
 import os
 import re
 import sys
@@ -86,6 +87,28 @@ class SafeStoreDict(argparse.Action):
             parser.error(str(error))
 
 
+def warn_if_nothing_learns(algorithm: type, hyperparams: dict[str, Any], n_timesteps: int) -> None:
+    """Warn when an off-policy run ends before it learns: ``n_timesteps <= learning_starts`` (the config's value, else
+    the algorithm's default) trains nothing, and rl-zoo3 says nothing about it.
+
+    :param algorithm: the algorithm class (DDPG, SAC, TD3, DQN ... have ``learning_starts``).
+    :param hyperparams: the run's constructor arguments.
+    :param n_timesteps: the run's training budget.
+    """
+    parameter = inspect.signature(algorithm.__init__).parameters.get("learning_starts")
+    if parameter is None:
+        return
+    learning_starts = hyperparams.get("learning_starts", parameter.default)
+    if isinstance(learning_starts, (int, float)) and n_timesteps <= learning_starts:
+        warnings.warn(
+            f"n_timesteps={n_timesteps} <= learning_starts={learning_starts}: {algorithm.__name__} only collects "
+            f"random transitions before learning_starts, so this run trains nothing; raise -n above "
+            f"{learning_starts} or lower learning_starts",
+            UserWarning,
+            stacklevel=2,
+        )
+
+
 class SafeExperimentManager(ExperimentManager):
     """rl-zoo3's ExperimentManager that checks keys and never evaluates config text.
 
@@ -125,6 +148,7 @@ class SafeExperimentManager(ExperimentManager):
         """rl-zoo3's pre-processing; then our video and live-view callbacks that play the trained env's id get the
         config's ``env_wrapper`` (unless they were given one), so that they see the env the policy was trained on."""
         hyperparams, env_wrapper, callbacks, vec_env_wrapper = super()._preprocess_hyperparams(hyperparams)
+        warn_if_nothing_learns(ALGOS[self.algo], hyperparams, self.n_timesteps)
         if env_wrapper is not None:
             from sb3_ppo_ext.callbacks import LiveViewCallback, VideoRecorderCallback
 
