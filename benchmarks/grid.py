@@ -64,7 +64,8 @@ import yaml
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CELL_KEYS = {"seeds", "variants", "n_timesteps", "eval_freq", "eval_episodes", "env_kwargs"}
 VARIANT_KEYS = {"algo", "conf", "hyperparams"}
-CSV_FIELDS = ("task", "variant", "seed", "kind", "timesteps", "episodes", "eval_mean", "eval_std", "wall_s", "finished")
+CSV_FIELDS = ("task", "variant", "seed", "kind", "timesteps", "episodes", "eval_mean", "eval_std", "wall_s", "finished",
+              "success_rate")
 #: The env seed of ``evaluate``'s final evaluations: one for every cell, so that every policy meets the same starts.
 FINAL_EVAL_SEED = 10_000
 FINAL_EVAL_FILE = "final_eval.json"
@@ -238,19 +239,23 @@ def collect(root: str) -> list[dict[str, Any]]:
         evaluations = np.load(os.path.join(run_folder, "evaluations.npz"))
         clock_steps, clock_seconds = training_clock(run_folder)
         seed = int(seed_folder.rsplit("_", 1)[1])
-        for timesteps, results in zip(evaluations["timesteps"], evaluations["results"]):
+        successes = evaluations["successes"] if "successes" in evaluations.files else np.empty((0, 0))
+        for index, (timesteps, results) in enumerate(zip(evaluations["timesteps"], evaluations["results"])):
             reached = np.searchsorted(clock_steps, timesteps)
             wall = float(clock_seconds[reached]) if reached < len(clock_seconds) else float("nan")
+            success_rate = float(np.mean(successes[index])) if index < len(successes) and successes[index].size else None
             rows.append({"task": task, "variant": variant, "seed": seed, "kind": "periodic", "timesteps": int(timesteps),
                          "episodes": len(results), "eval_mean": float(np.mean(results)),
-                         "eval_std": float(np.std(results)), "wall_s": round(wall, 1), "finished": finished})
+                         "eval_std": float(np.std(results)), "wall_s": round(wall, 1), "finished": finished,
+                         "success_rate": success_rate})
         final_path = os.path.join(seed_folder, FINAL_EVAL_FILE)
         if finished and os.path.isfile(final_path):
             with open(final_path, encoding="utf-8") as stream:
                 final = json.load(stream)
             rows.append({"task": task, "variant": variant, "seed": seed, "kind": "final", "timesteps": final["timesteps"],
                          "episodes": final["episodes"], "eval_mean": final["mean_return"],
-                         "eval_std": final["std_return"], "wall_s": float("nan"), "finished": True})
+                         "eval_std": final["std_return"], "wall_s": float("nan"), "finished": True,
+                         "success_rate": final["successes"] / final["episodes"] if "successes" in final else None})
     return rows
 
 
@@ -296,7 +301,8 @@ def read_csv(path: str) -> list[dict[str, Any]]:
     with open(path, encoding="utf-8") as stream:
         return [{**row, "seed": int(row["seed"]), "timesteps": int(row["timesteps"]), "episodes": int(row["episodes"]),
                  "eval_mean": float(row["eval_mean"]), "eval_std": float(row["eval_std"]),
-                 "wall_s": float(row["wall_s"]), "finished": row["finished"] == "True"}
+                 "wall_s": float(row["wall_s"]), "finished": row["finished"] == "True",
+                 "success_rate": float(row["success_rate"]) if row.get("success_rate") else None}
                 for row in csv.DictReader(stream)]
 
 
@@ -366,6 +372,9 @@ def report(rows: Sequence[dict[str, Any]], *, at: int | None, threshold: dict[st
              if finals[variant]}, reps)
         lines += [f"### {task}", ""]
         header = "| variant | seeds | score per seed | steps | evaluation | mean [95% CI] | IQM [95% CI] |"
+        with_successes = any(row.get("success_rate") is not None for row in rows if row["task"] == task)
+        if with_successes:
+            header += " successes per seed |"
         if task in threshold:
             header += f" wall-clock to {threshold[task]:g} per seed |"
         lines += [header, "|" + "---|" * (header.count("|") - 1)]
@@ -382,6 +391,10 @@ def report(rows: Sequence[dict[str, Any]], *, at: int | None, threshold: dict[st
                     f"{', '.join(f'{finals[variant][seed]:.0f}' for seed in seeds)} | "
                     f"{'/'.join(f'{s / 1e6:.3g}M' for s in steps)} | {kind}, {episodes} episodes | "
                     f"{mean[0]:.0f} [{mean[1]:.0f}, {mean[2]:.0f}] | {iqm[0]:.0f} [{iqm[1]:.0f}, {iqm[2]:.0f}] |")
+            if with_successes:
+                line += " " + ", ".join("-" if row.get("success_rate") is None else
+                                        f"{round(row['success_rate'] * row['episodes'])}/{row['episodes']}"
+                                        for row in used) + " |"
             if task in threshold:
                 reached = [time_to_score(periodic[task, variant][seed], threshold[task]) for seed in seeds]
                 line += " " + ", ".join("not reached" if r is None else f"{r[0] / 60:.1f} min ({r[1] / 1e6:.2f}M)"

@@ -25,6 +25,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -365,7 +366,8 @@ def play(
     episodes that finished.
 
     Each episode: ``return`` (the task's own reward, before any normalisation), ``length``, ``truncated`` (ended by
-    the time limit, not by a fall or a crash), ``success`` where the task reports ``info["is_success"]`` and, for
+    the time limit, not by a fall or a crash), ``success`` where the task reports ``info["is_success"]``,
+    ``crash_reason`` where it reports a non-empty ``info["crash_reason"]`` (the RocketLander) and, for
     tasks that report ``info["x_position"]`` (the locomotion tasks), ``distance`` (torso x at the end minus at the reset, metres) and ``speed`` (distance over the episode's
     simulated time, m/s, where the env has a ``dt``).
 
@@ -397,6 +399,8 @@ def play(
                        "truncated": bool(info.get("TimeLimit.truncated", False))}
             if "is_success" in info:
                 episode["success"] = bool(info["is_success"])
+            if info.get("crash_reason"):
+                episode["crash_reason"] = str(info["crash_reason"])
             if start_x[index] is not None and "x_position" in info:
                 episode["distance"] = float(info["x_position"]) - start_x[index]
                 episode["speed"] = episode["distance"] / (lengths[index] * step_seconds[index])
@@ -488,19 +492,31 @@ def add_provenance(folder: str, entries: dict[str, Any]) -> dict[str, Any]:
 
 def evaluate_agent(folder: str, n_episodes: int, seed: int = 0) -> dict[str, Any]:
     """Play ``n_episodes`` deterministic episodes of an agent folder from env seed ``seed`` (one env, so the
-    episodes and their order are fixed by the seed) and summarise them: mean and standard deviation of the return,
-    episodes that ended before the time limit, landings and mean speed where the task reports them."""
+    episodes and their order are fixed by the seed) and summarise them (:func:`summarise_episodes`)."""
     model, env = load_pretrained(folder, n_envs=1, seed=seed)
     try:
         episodes = play(model, env, 1 << 62, n_episodes=n_episodes)
     finally:
         env.close()
+    return {**summarise_episodes(episodes), "seed": seed}
+
+
+def summarise_episodes(episodes: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean and standard deviation of the return of episodes from :func:`play`, how many ended before the time
+    limit, and where the task reports them: landings (``successes``) with how the other episodes ended
+    (``failures``: crash reason, or ``time_limit``, -> count, most frequent first) and the mean speed."""
     returns = [episode["return"] for episode in episodes]
-    summary: dict[str, Any] = {"episodes": len(episodes), "seed": seed, "mean_return": float(np.mean(returns)),
+    summary: dict[str, Any] = {"episodes": len(episodes), "mean_return": float(np.mean(returns)),
                                "std_return": float(np.std(returns)),
                                "ended_early": sum(not episode["truncated"] for episode in episodes)}
     if "success" in episodes[0]:
         summary["successes"] = sum(episode["success"] for episode in episodes)
+        failures = Counter(
+            episode.get("crash_reason", "time_limit" if episode["truncated"] else "other")
+            for episode in episodes
+            if not episode["success"]
+        )
+        summary["failures"] = dict(failures.most_common())
     if "speed" in episodes[0]:
         summary["mean_speed_m_s"] = float(np.mean([episode["speed"] for episode in episodes]))
     return summary

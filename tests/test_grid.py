@@ -60,13 +60,15 @@ def test_load_grid_names_what_is_wrong(tmp_path, text, message):
         grid.load_grid(write_grid(tmp_path, text))
 
 
-def fake_run(root, task, variant, seed, evaluations, episode_ends):
-    """A cell folder as rl-zoo3 leaves it: evaluations.npz and two monitor files (t_start 100 and 101)."""
+def fake_run(root, task, variant, seed, evaluations, episode_ends, successes=None):
+    """A cell folder as rl-zoo3 leaves it: evaluations.npz (with ``successes`` per evaluation, if given) and two
+    monitor files (t_start 100 and 101)."""
     run = Path(root) / task.replace("/", "-") / variant / f"seed_{seed}" / "ppo_ext" / f"{task.replace('/', '-')}_1"
     run.mkdir(parents=True)
     steps = np.array([step for step, _ in evaluations])
     results = np.array([[value - 1, value + 1] for _, value in evaluations], dtype=float)
-    np.savez(run / "evaluations.npz", timesteps=steps, results=results, ep_lengths=np.ones_like(results))
+    extra = {} if successes is None else {"successes": np.array(successes, dtype=bool)}
+    np.savez(run / "evaluations.npz", timesteps=steps, results=results, ep_lengths=np.ones_like(results), **extra)
     for index, ends in enumerate(episode_ends):
         with open(run / f"{index}.monitor.csv", "w") as stream:
             stream.write(json.dumps({"t_start": 100.0 + index, "env_id": task}) + "\n")
@@ -108,6 +110,17 @@ def test_report_mean_iqm_and_time_to_score(tmp_path):
     earlier = grid.report(rows, at=1500, threshold={}, reps=200)
     assert "| 10, 10, 10, 10 |" in earlier
     assert grid.time_to_score(rows[:2], 5.0) == (rows[0]["wall_s"], 1000)
+
+
+def test_report_counts_successes_where_the_task_reports_them(tmp_path):
+    fake_run(tmp_path, "R", "a", 0, [(1000, 10.0), (2000, 50.0)], [[(5.0, 1000)]], successes=[[0, 0], [1, 0]])
+    fake_run(tmp_path, "R", "a", 1, [(1000, 10.0), (2000, 60.0)], [[(5.0, 1000)]], successes=[[0, 1], [1, 1]])
+    rows = grid.collect(str(tmp_path))
+    assert [row["success_rate"] for row in rows] == [0.0, 0.5, 0.5, 1.0]
+    path = tmp_path / "evaluations.csv"
+    grid.write_csv(rows, str(path))
+    text = grid.report(grid.read_csv(str(path)), at=None, threshold={}, reps=100)
+    assert "successes per seed |" in text and text.splitlines()[-1].endswith("| 1/2, 2/2 |")
 
 
 def test_run_is_resumable_at_the_cell_level(tmp_path):

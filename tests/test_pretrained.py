@@ -236,3 +236,19 @@ def test_shipped_agents_are_package_data():
         package_data = tomllib.load(stream)["tool"]["setuptools"]["package-data"]
     assert "trained_agents/*/*" in package_data.get("sb3_ppo_ext", [])
     assert gym.spec("sb3_ppo_ext/Walker2D-v0") is not None
+
+
+def test_episode_summary_counts_landings_and_how_the_rest_ended():
+    from sb3_ppo_ext.pretrained import summarise_episodes
+
+    episodes = [
+        {"return": 200.0, "length": 230, "truncated": False, "success": True},
+        {"return": -90.0, "length": 120, "truncated": False, "success": False, "crash_reason": "hard_touchdown"},
+        {"return": -80.0, "length": 140, "truncated": False, "success": False, "crash_reason": "hard_touchdown"},
+        {"return": 10.0, "length": 400, "truncated": True, "success": False},
+        {"return": -100.0, "length": 90, "truncated": False, "success": False, "crash_reason": "sea_contact"},
+    ]
+    summary = summarise_episodes(episodes)
+    assert summary["successes"] == 1 and summary["ended_early"] == 4
+    assert list(summary["failures"].items()) == [("hard_touchdown", 2), ("time_limit", 1), ("sea_contact", 1)]
+    assert summary["mean_return"] == -12.0
