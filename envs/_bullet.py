@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import os
 import sys
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import numpy as np
@@ -100,14 +102,18 @@ def render_camera(
 def check_action(action: Any, action_space: spaces.Space) -> np.ndarray:
     """Return ``action`` as an array, or raise ``ValueError`` naming what is wrong with it.
 
-    Box actions must have the space's shape and be finite; Discrete actions must be an integer in range.
+    Box actions must have the space's shape and be finite; Discrete actions must be an integer in range: an ``int``,
+    a NumPy integer or a 0-d integer array, as ``Discrete.contains`` accepts, but no ``bool`` (``True`` is no action
+    index), no float (``2.0``) and no nested list (``[[1]]``).
     """
     if isinstance(action_space, spaces.Discrete):
-        value = np.asarray(action)
-        integral = value.dtype.kind in "iub" or (value.dtype.kind == "f" and value.size == 1 and float(value).is_integer())
-        if value.size != 1 or not integral:
-            raise ValueError(f"action must be a single integer for {action_space}, got {action!r}")
-        index = int(value.reshape(()))
+        scalar = isinstance(action, (int, np.integer)) and not isinstance(action, bool)
+        array = isinstance(action, np.ndarray) and action.shape == () and np.issubdtype(action.dtype, np.integer)
+        if not (scalar or array):
+            raise ValueError(
+                f"action must be an integer (int, NumPy integer or 0-d integer array) for {action_space}, got {action!r}"
+            )
+        index = int(action)
         if not action_space.start <= index < action_space.start + action_space.n:
             raise ValueError(f"action {index} is outside {action_space}")
         return np.asarray(index)
@@ -135,3 +141,104 @@ def check_gui_available() -> None:
             "render_mode='human' opens the PyBullet GUI, which needs an X display and DISPLAY is not set; "
             "use render_mode='rgb_array', or run under a virtual display (xvfb-run)"
         )
+
+
+# --- input checks shared by the tasks: each raises ValueError naming the parameter, the value and the rule ---------
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def check_finite(name: str, value: Any) -> float:
+    """Validate a finite real number (``ValueError`` otherwise; booleans are refused)."""
+    if not _is_real(value) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def check_non_negative(name: str, value: Any) -> float:
+    """Validate a finite, non-negative scalar option (``ValueError`` otherwise)."""
+    if not _is_real(value) or not math.isfinite(value) or value < 0.0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def check_positive(name: str, value: Any) -> float:
+    """Validate a finite, strictly positive scalar option (``ValueError`` otherwise)."""
+    if not _is_real(value) or not math.isfinite(value) or value <= 0.0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def check_probability(name: str, value: Any) -> float:
+    """Validate a probability in ``[0, 1]`` (``ValueError`` otherwise)."""
+    if not _is_real(value) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
+    return float(value)
+
+
+def check_integer(name: str, value: Any, minimum: int) -> int:
+    """Validate an integer option ``>= minimum`` (``ValueError`` otherwise; booleans and floats are refused)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """Validate a switch: ``True`` or ``False`` (``ValueError`` for anything else, ``'no'`` and ``1`` included)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def check_pair(name: str, value: Any) -> tuple[float, float]:
+    """Validate a pair of finite numbers (a tuple or list of two; ``ValueError`` otherwise)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list, np.ndarray)) or len(value) != 2:
+        raise ValueError(f"{name} must be a pair of finite numbers, got {value!r}")
+    first, second = value
+    if not (_is_real(first) and _is_real(second) and math.isfinite(first) and math.isfinite(second)):
+        raise ValueError(f"{name} must be a pair of finite numbers, got {value!r}")
+    return float(first), float(second)
+
+
+def check_range(name: str, value: Any, minimum: float = 0.0) -> tuple[float, float] | None:
+    """Validate an optional ``(low, high)`` range with ``minimum <= low <= high`` (``ValueError`` otherwise)."""
+    if value is None:
+        return None
+    try:
+        low, high = check_pair(name, value)
+    except ValueError:
+        raise ValueError(f"{name} must be None or a pair (low, high) of finite numbers, got {value!r}") from None
+    if not minimum <= low <= high:
+        raise ValueError(f"{name} must satisfy {minimum} <= low <= high, got {value!r}")
+    return low, high
+
+
+def check_reset_options(options: Any, supported: Collection[str] = ()) -> dict[str, Any]:
+    """Validate the ``options`` of ``reset``: ``None`` or a dict whose keys are all ``supported`` (a key the env
+    does not know would otherwise be ignored without a word).
+
+    :return: the options as a dict (empty for ``None``).
+    """
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise ValueError(f"options must be None or a dict, got {options!r}")
+    unknown = sorted(str(key) for key in options if key not in supported)
+    if unknown:
+        known = f"it takes {sorted(supported)}" if supported else "this env takes none"
+        raise ValueError(f"options: unknown key(s) {unknown} ({known})")
+    return dict(options)
+
+
+def check_not_closed(client: BulletClient | None, call: str, env: Any) -> BulletClient:
+    """The env's physics client, or ``RuntimeError`` when the env was closed (its client disconnected).
+
+    :param client: the env's client (``None`` once an env drops it).
+    :param call: the method called, e.g. ``"reset"``.
+    :param env: the env, named in the message.
+    """
+    if client is None or not client.connected:
+        raise RuntimeError(f"{call}() called on a closed {type(env).__name__}; make a new env")
+    return client

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pybullet_data
-from sb3_ppo_ext.envs._bullet import BulletClient
+from sb3_ppo_ext.envs._bullet import BulletClient, check_integer, check_positive, check_probability
 from sb3_ppo_ext.envs.locomotion import (
     CONTROL_TIMESTEP,
     STADIUM_HALF_LENGTH,
@@ -22,9 +22,6 @@ from sb3_ppo_ext.envs.locomotion import (
     LocomotionEnv,
     MJCFRobot,
     camera_ray,
-    check_integer,
-    check_positive,
-    check_probability,
     humanoid_alive_bonus,
     standing_potential_leak,
     target_from_user_events,

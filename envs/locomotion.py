@@ -14,7 +14,6 @@ hand-picked values.
 from __future__ import annotations
 
 import math
-import numbers
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -26,7 +25,18 @@ import numpy as np
 import pybullet
 import pybullet_data
 from gymnasium import spaces
-from sb3_ppo_ext.envs._bullet import BulletClient, check_action, check_gui_available, render_camera
+from sb3_ppo_ext.envs._bullet import (
+    BulletClient,
+    check_action,
+    check_finite,
+    check_gui_available,
+    check_non_negative,
+    check_not_closed,
+    check_probability,
+    check_range,
+    check_reset_options,
+    render_camera,
+)
 
 #: One env step: one ``stepSimulation()`` of 4 sub-steps of 0.0165 / 4 s (as pybullet_envs / Roboschool).
 CONTROL_TIMESTEP = 0.0165
@@ -174,26 +184,6 @@ def target_from_user_events(
     return current_target[0] + dx, current_target[1] + dy
 
 
-def check_range(name: str, value: tuple[float, float] | None, minimum: float = 0.0) -> tuple[float, float] | None:
-    """Validate an optional ``(low, high)`` range with ``minimum <= low <= high`` (``ValueError`` otherwise)."""
-    if value is None:
-        return None
-    try:
-        low, high = (float(v) for v in value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be None or a pair (low, high), got {value!r}") from None
-    if not (math.isfinite(low) and math.isfinite(high) and minimum <= low <= high):
-        raise ValueError(f"{name} must satisfy {minimum} <= low <= high (finite), got {value!r}")
-    return low, high
-
-
-def check_non_negative(name: str, value: float) -> float:
-    """Validate a finite, non-negative scalar option (``ValueError`` otherwise)."""
-    if not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0.0:
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    return float(value)
-
-
 def check_quirks(value: bool | Sequence[str] | frozenset[str]) -> frozenset[str]:
     """``reference_quirks`` as the set of quirk names: ``True`` all of :data:`REFERENCE_QUIRKS`, ``False`` none, or a
     collection of their names (``ValueError`` for anything else)."""
@@ -206,27 +196,6 @@ def check_quirks(value: bool | Sequence[str] | frozenset[str]) -> frozenset[str]
     if unknown:
         raise ValueError(f"reference_quirks: unknown quirk name(s) {unknown}; known: {REFERENCE_QUIRKS}")
     return frozenset(value)
-
-
-def check_probability(name: str, value: float) -> float:
-    """Validate a probability in ``[0, 1]`` (``ValueError`` otherwise)."""
-    if not isinstance(value, numbers.Real) or not 0.0 <= value <= 1.0:
-        raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
-    return float(value)
-
-
-def check_integer(name: str, value: int, minimum: int) -> int:
-    """Validate an integer option ``>= minimum`` (``ValueError`` otherwise; booleans are refused)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def check_positive(name: str, value: float) -> float:
-    """Validate a finite, strictly positive scalar option (``ValueError`` otherwise)."""
-    if not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0.0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -495,10 +464,7 @@ class LocomotionEnv(gymnasium.Env):
             "joints_at_limit": joints_at_limit_weight,
             "feet_collision": feet_collision_weight,
         }
-        for name, weight in weights.items():
-            if not isinstance(weight, numbers.Real) or not math.isfinite(weight):
-                raise ValueError(f"{name}_weight must be a finite number, got {weight!r}")
-        self.weights = {name: float(weight) for name, weight in weights.items()}
+        self.weights = {name: check_finite(f"{name}_weight", weight) for name, weight in weights.items()}
         self.render_mode = render_mode
         self.reference_quirks = check_quirks(reference_quirks)
         self.reset_noise_scale = check_non_negative("reset_noise_scale", reset_noise_scale)
@@ -570,9 +536,13 @@ class LocomotionEnv(gymnasium.Env):
     # --- gymnasium API --------------------------------------------------------------------------------------
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
-        """Restore the initial snapshot, draw initial joint angles (and DR parameters) from ``self.np_random``."""
+        """Restore the initial snapshot, draw initial joint angles (and DR parameters) from ``self.np_random``.
+
+        :param options: ``None`` or an empty dict: these tasks take no reset options.
+        """
+        client = check_not_closed(self._client, "reset", self)
+        check_reset_options(options)
         super().reset(seed=seed)
-        client = self._client
         client.restoreState(self._initial_state_id)
         noise = self.reset_noise_scale
         self.robot.reset_joints(self.np_random.uniform(low=-noise, high=noise, size=self.robot.action_size))
@@ -598,6 +568,7 @@ class LocomotionEnv(gymnasium.Env):
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Apply torques, advance 0.0165 s, and return the observation, the weighted reward and its terms."""
+        check_not_closed(self._client, "step", self)
         if self._state is None:
             raise RuntimeError("call reset() before step()")
         action = check_action(action, self.action_space)
@@ -654,6 +625,7 @@ class LocomotionEnv(gymnasium.Env):
     def render(self) -> np.ndarray | None:
         """``rgb_array``: a 320x240 TinyRenderer frame following the torso; ``human``: the GUI is already live."""
         if self.render_mode == "rgb_array":
+            check_not_closed(self._client, "render", self)
             position = self._body_xyz if self._state is not None else np.zeros(3)
             return render_camera(self._client, (position[0], position[1], 1.0), distance=3.0, yaw=0.0, pitch=-20.0)
         return None

@@ -16,14 +16,27 @@ from __future__ import annotations
 import math
 import os
 import sys
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
 import pybullet
 from gymnasium import spaces
-from sb3_ppo_ext.envs._bullet import BulletClient, check_action, render_camera
+from sb3_ppo_ext.envs._bullet import (
+    BulletClient,
+    check_action,
+    check_bool,
+    check_finite,
+    check_integer,
+    check_non_negative,
+    check_not_closed,
+    check_pair,
+    check_positive,
+    check_reset_options,
+    render_camera,
+)
 
 STANDARD_GRAVITY = 9.81  # m/s^2, also g0 in the rocket equation
 
@@ -77,6 +90,26 @@ class RewardWeights:
     rcs: float = 0.3
     landing: float = 100.0
     crash: float = 100.0
+
+    def __post_init__(self) -> None:
+        for field in fields(self):
+            check_finite(f"reward_weights.{field.name}", getattr(self, field.name))
+
+    @classmethod
+    def from_value(cls, value: RewardWeights | Mapping[str, float] | None) -> RewardWeights:
+        """The weights given as ``RewardWeights``, as a mapping of some of its fields (what a YAML ``env_kwargs`` can
+        hold; the others keep their defaults), or ``None`` for the defaults (``ValueError`` for anything else)."""
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        if not isinstance(value, Mapping):
+            raise ValueError(f"reward_weights must be None, a RewardWeights or a mapping of its fields, got {value!r}")
+        names = [field.name for field in fields(cls)]
+        unknown = sorted(str(key) for key in value if key not in names)
+        if unknown:
+            raise ValueError(f"reward_weights: unknown term(s) {unknown}; the terms are {names}")
+        return cls(**value)
 
 
 def quaternion_axes(qx: float, qy: float, qz: float, qw: float) -> tuple[tuple[float, float, float], ...]:
@@ -170,7 +203,8 @@ class RocketLanderEnv(gym.Env):
     :param wind_time_constant: correlation time of the gusts (s).
     :param deck_motion: amplitude of the deck's sway (x and y) and heave (m); 0 keeps the deck still.
     :param deck_period: period of the deck motion (s).
-    :param reward_weights: weights of the named reward terms.
+    :param reward_weights: weights of the named reward terms: a :class:`RewardWeights`, a mapping of some of its
+        fields (``{"landing": 200.0}``, as a YAML ``env_kwargs`` gives it; the others keep their defaults) or ``None``.
     :param success_tilt: largest tilt for a landing (rad).
     :param success_speed: largest speed for a landing (m/s).
     :param success_spin: largest angular speed for a landing (rad/s).
@@ -178,6 +212,11 @@ class RocketLanderEnv(gym.Env):
     :param touchdown_speed_limit: largest speed at first foot contact (m/s); faster is a crash.
     :param crash_tilt: tilt beyond which the vehicle counts as tipped over (rad).
     :param bounds: lateral and vertical distance from the landing point beyond which the episode ends (m).
+
+    Every argument is checked here, with a ``ValueError`` naming it: switches must be ``bool``, ``frame_skip`` an
+    ``int``, every physical quantity a finite number of the right sign (tilts and limits > 0, start spreads and
+    disturbances >= 0), ranges ``(low, high)`` pairs. ``reset()`` takes no ``options`` (``None`` or an empty dict);
+    ``reset()``, ``step()`` and ``render()`` of a closed env raise ``RuntimeError``.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["human", "rgb_array"], "render_fps": 20}
@@ -209,7 +248,7 @@ class RocketLanderEnv(gym.Env):
         wind_time_constant: float = 2.0,
         deck_motion: float = 0.0,
         deck_period: float = 8.0,
-        reward_weights: RewardWeights | None = None,
+        reward_weights: RewardWeights | Mapping[str, float] | None = None,
         success_tilt: float = math.radians(10.0),
         success_speed: float = 0.5,
         success_spin: float = 0.2,
@@ -224,29 +263,30 @@ class RocketLanderEnv(gym.Env):
             render_mode,
             f"must be None or one of {self.metadata['render_modes']}",
         )
-        _require(physics_time_step > 0, "physics_time_step", physics_time_step, "must be > 0")
-        _require(isinstance(frame_skip, int) and frame_skip >= 1, "frame_skip", frame_skip, "must be an int >= 1")
-        _require(
-            dry_mass > LEG_MASS * N_LEGS + ENGINE_MASS,
-            "dry_mass",
-            dry_mass,
-            f"must exceed the legs and engine ({LEG_MASS * N_LEGS + ENGINE_MASS} kg)",
-        )
-        _require(fuel_mass > 0, "fuel_mass", fuel_mass, "must be > 0")
-        _require(thrust_to_weight > 0, "thrust_to_weight", thrust_to_weight, "must be > 0")
-        _require(0.0 < min_throttle <= 1.0, "min_throttle", min_throttle, "must be in (0, 1]")
-        _require(specific_impulse > 0, "specific_impulse", specific_impulse, "must be > 0")
-        _require(0.0 <= gimbal_limit < math.pi / 4, "gimbal_limit", gimbal_limit, "must be in [0, pi/4)")
+        continuous = check_bool("continuous", continuous)
+        frame_skip = check_integer("frame_skip", frame_skip, 1)
         for name, value in (
+            ("physics_time_step", physics_time_step),
+            ("dry_mass", dry_mass),
+            ("fuel_mass", fuel_mass),
+            ("thrust_to_weight", thrust_to_weight),
+            ("min_throttle", min_throttle),
+            ("specific_impulse", specific_impulse),
             ("gimbal_rate", gimbal_rate),
             ("throttle_rate", throttle_rate),
             ("success_hold_time", success_hold_time),
             ("deck_period", deck_period),
             ("wind_time_constant", wind_time_constant),
             ("deck_half_size", deck_half_size),
+            ("success_tilt", success_tilt),
+            ("success_speed", success_speed),
+            ("success_spin", success_spin),
+            ("touchdown_speed_limit", touchdown_speed_limit),
+            ("crash_tilt", crash_tilt),
         ):
-            _require(value > 0, name, value, "must be > 0")
+            check_positive(name, value)
         for name, value in (
+            ("gimbal_limit", gimbal_limit),
             ("rcs_force", rcs_force),
             ("rcs_roll_torque", rcs_roll_torque),
             ("start_offset", start_offset),
@@ -256,25 +296,40 @@ class RocketLanderEnv(gym.Env):
             ("wind_speed", wind_speed),
             ("deck_motion", deck_motion),
         ):
-            _require(value >= 0, name, value, "must be >= 0")
+            check_non_negative(name, value)
         _require(
-            len(start_altitude) == 2 and 0 < start_altitude[0] <= start_altitude[1],
+            dry_mass > LEG_MASS * N_LEGS + ENGINE_MASS,
+            "dry_mass",
+            dry_mass,
+            f"must exceed the legs and engine ({LEG_MASS * N_LEGS + ENGINE_MASS} kg)",
+        )
+        _require(min_throttle <= 1.0, "min_throttle", min_throttle, "must be in (0, 1]")
+        _require(gimbal_limit < math.pi / 4, "gimbal_limit", gimbal_limit, "must be in [0, pi/4)")
+        _require(crash_tilt <= math.pi, "crash_tilt", crash_tilt, "must be in (0, pi]")
+        for name, value in (("success_tilt", success_tilt), ("start_tilt", start_tilt)):
+            _require(value < crash_tilt, name, value, f"must be below crash_tilt ({crash_tilt})")
+        start_altitude = check_pair("start_altitude", start_altitude)
+        _require(
+            0 < start_altitude[0] <= start_altitude[1],
             "start_altitude",
             start_altitude,
             "must be (low, high) with 0 < low <= high",
         )
+        start_vertical_speed = check_pair("start_vertical_speed", start_vertical_speed)
         _require(
-            len(start_vertical_speed) == 2 and start_vertical_speed[0] <= start_vertical_speed[1],
+            start_vertical_speed[0] <= start_vertical_speed[1],
             "start_vertical_speed",
             start_vertical_speed,
             "must be (low, high) with low <= high",
         )
+        bounds = check_pair("bounds", bounds)
         _require(
-            len(bounds) == 2 and bounds[0] > start_offset and bounds[1] > start_altitude[1],
+            bounds[0] > start_offset and bounds[1] > start_altitude[1],
             "bounds",
             bounds,
             "must be (lateral, vertical) beyond the start ranges",
         )
+        reward_weights = RewardWeights.from_value(reward_weights)
 
         self.render_mode = render_mode
         self.continuous = continuous
@@ -303,7 +358,7 @@ class RocketLanderEnv(gym.Env):
         self.wind_decay = math.exp(-self.dt / wind_time_constant)
         self.deck_motion = float(deck_motion)
         self.deck_angular_frequency = 2.0 * math.pi / deck_period
-        self.weights = reward_weights if reward_weights is not None else RewardWeights()
+        self.weights = reward_weights
         self.success_tilt = float(success_tilt)
         self.success_speed = float(success_speed)
         self.success_spin = float(success_spin)
@@ -463,10 +518,12 @@ class RocketLanderEnv(gym.Env):
         self._last_observation = np.zeros(OBS_DIM, dtype=np.float32)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        """Start an episode; ``options`` must be ``None`` or empty (this task takes no reset options)."""
+        client = check_not_closed(self._client, "reset", self)
+        check_reset_options(options)
         super().reset(seed=seed)
         self._reset_state_variables()
         rng = self.np_random
-        client = self._client
         altitude = rng.uniform(*self.start_altitude)
         x, y = rng.uniform(-self.start_offset, self.start_offset, size=2)
         vx, vy = rng.uniform(-self.start_lateral_speed, self.start_lateral_speed, size=2)
@@ -504,8 +561,7 @@ class RocketLanderEnv(gym.Env):
         return observation, self._info(state, {}, crash_reason="", landed=False)
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
-        if self._client is None or not self._client.connected:
-            raise RuntimeError("step() called on a closed RocketLanderEnv")
+        check_not_closed(self._client, "step", self)
         if not self._potential:
             raise RuntimeError("step() called before reset()")
         action = check_action(action, self.action_space)
@@ -783,6 +839,7 @@ class RocketLanderEnv(gym.Env):
         if self.render_mode is None:
             gym.logger.warn("render() called without a render_mode; pass render_mode='rgb_array' or 'human'")
             return None
+        check_not_closed(self._client, "render", self)
         position = self._position
         self._place_plume()
         deck_x, deck_y, deck_z = self._deck_position

@@ -8,9 +8,11 @@ import functools
 import glob
 import importlib.util
 import os
+import struct
 import sys
 import threading
 import time
+import zipfile
 from pathlib import Path
 from typing import ClassVar
 
@@ -34,6 +36,7 @@ from sb3_ppo_ext.callbacks import (
     LiveViewCallback,
     RotatingCheckpointCallback,
     VideoRecorderCallback,
+    checkpoint_defect,
     find_latest_checkpoint,
     list_checkpoints,
     remaining_timesteps,
@@ -188,6 +191,71 @@ def test_interrupted_checkpoint_write_leaves_the_previous_one_loadable(tmp_path,
     latest = find_latest_checkpoint(folder)
     assert latest.num_timesteps == 64
     assert PPO.load(latest.model_path).num_timesteps == 64
+
+
+def _flip_a_byte_inside(path: str) -> None:
+    """Damage a zip in place without changing its size (a bad sector, a bit flip): one byte in the middle of its
+    largest entry's data, so that the entry's CRC no longer matches."""
+    with zipfile.ZipFile(path) as archive:
+        entry = max(archive.infolist(), key=lambda info: info.compress_size)
+    with open(path, "r+b") as handle:
+        handle.seek(entry.header_offset + 26)  # the local header's file name and extra field lengths
+        name_length, extra_length = struct.unpack("<HH", handle.read(4))
+        handle.seek(entry.header_offset + 30 + name_length + extra_length + entry.compress_size // 2)
+        byte = handle.read(1)
+        handle.seek(-1, os.SEEK_CUR)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+
+
+def test_a_damaged_newest_checkpoint_is_skipped_with_a_warning_naming_it(tmp_path):
+    folder = str(tmp_path / "checkpoints")
+    env = _normalized_env()
+    model = _ppo(env)
+    model.learn(192, callback=RotatingCheckpointCallback(save_freq=64, save_path=folder, keep_last=None))
+    oldest, middle, newest = list_checkpoints(folder)
+    assert checkpoint_defect(newest, needs_statistics=True) is None
+
+    _flip_a_byte_inside(newest.model_path)
+    assert "fails the CRC check" in checkpoint_defect(newest, needs_statistics=False)
+    with pytest.warns(UserWarning, match=f"skipping the checkpoint {newest.model_path}: .*CRC"):
+        resumed = resume_from_checkpoint(folder, make_vec_env("CartPole-v1", n_envs=1, seed=1))
+    assert resumed.num_timesteps == middle.num_timesteps
+    assert resumed.get_vec_normalize_env() is not None
+
+    # Statistics missing from a series that has them, or cut short: the checkpoint is skipped too.
+    os.unlink(middle.vecnormalize_path)
+    with open(oldest.vecnormalize_path, "r+b") as handle:
+        handle.truncate(os.path.getsize(oldest.vecnormalize_path) // 2)
+    with pytest.warns(UserWarning) as caught:
+        assert find_latest_checkpoint(folder) is None
+    messages = [str(warning.message) for warning in caught]
+    assert any(middle.model_path in message and "statistics file is missing" in message for message in messages)
+    assert any(oldest.model_path in message and "not a complete pickle" in message for message in messages)
+    with pytest.warns(UserWarning), pytest.raises(FileNotFoundError, match=r"no intact checkpoint .* \(3 damaged ones skipped\)"):
+        resume_from_checkpoint(folder, make_vec_env("CartPole-v1", n_envs=1, seed=1))
+    # A run that does not normalise can still resume the middle one (its zip is intact).
+    with pytest.warns(UserWarning, match="rl_model_192_steps.zip"):
+        assert find_latest_checkpoint(folder, needs_statistics=False).num_timesteps == middle.num_timesteps
+
+
+def test_a_truncated_zip_is_no_checkpoint(tmp_path):
+    model_path = tmp_path / "rl_model_64_steps.zip"
+    model_path.write_bytes(b"PK\x03\x04 half a zip")
+    (checkpoint,) = list_checkpoints(str(tmp_path))
+    assert "not a readable zip file" in checkpoint_defect(checkpoint, needs_statistics=False)
+
+
+def test_leftovers_of_killed_writes_are_removed_when_the_callback_starts(tmp_path):
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    kept = ["rl_model_64_steps.zip", "rl_model_vecnormalize_64_steps.pkl", "other_vecnormalize_128_steps.pkl", "notes.txt"]
+    leftovers = [".rl_model_128_steps.zip.abc123.tmp.zip", "rl_model_vecnormalize_128_steps.pkl"]
+    for name in kept + leftovers:
+        (folder / name).write_bytes(b"x")
+    model = _ppo(make_vec_env("CartPole-v1", n_envs=1, seed=0))
+    callback = RotatingCheckpointCallback(save_freq=10_000, save_path=str(folder), save_on_training_end=False)
+    callback.init_callback(model)
+    assert sorted(os.listdir(folder)) == sorted(kept)
 
 
 def test_checkpoint_bad_inputs(tmp_path):

@@ -2,22 +2,32 @@
 
 from __future__ import annotations
 
+import glob
+import os
+import time
+
 import optuna
 import pytest
+import rl_zoo3
 from torch import nn, optim
 
 from sb3_ppo_ext import PPO
-from sb3_ppo_ext.zoo.experiment import parse_key_value_arguments
+from sb3_ppo_ext.zoo.experiment import default_config_path, parse_key_value_arguments
 from sb3_ppo_ext.zoo.hyperparams import (
+    MAX_N_ENVS,
+    MAX_ROLLOUT_TRANSITIONS,
     ZOO_KEYS,
     check_block_keys,
+    check_block_values,
     check_class_paths,
+    check_config_document,
     check_run_folder,
     load_run_yaml,
     preprocess_block,
     valid_keys,
 )
 from sb3_ppo_ext.zoo.safe_eval import allowed_names, parse_expression, resolve_name
+from sb3_ppo_ext.zoo.safe_yaml import MAX_YAML_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES, load_yaml, load_yaml_file
 from sb3_ppo_ext.zoo.sampler import convert_ppo_ext_params, sample_ppo_ext_params
 
 
@@ -324,3 +334,99 @@ def test_run_files_are_written_as_plain_yaml_values():
         "x": None,
     }
     assert type(to_plain_yaml(value)) is dict
+
+
+def billion_laughs(levels: int = 9) -> str:
+    """A YAML alias bomb: each anchor a list of nine aliases of the previous one (9**levels strings, ~600 bytes)."""
+    lines = ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+def test_yaml_limits_refuse_alias_bombs_deep_nesting_recursion_and_large_files(tmp_path):
+    bomb = billion_laughs()
+    assert len(bomb) < 700
+    started = time.perf_counter()
+    with pytest.raises(ValueError, match=f"more than {MAX_YAML_NODES} YAML nodes once its aliases are expanded"):
+        load_yaml(bomb, where="bomb.yml")
+    assert time.perf_counter() - started < 0.5
+    with pytest.raises(ValueError, match=f"deeper than {MAX_YAML_DEPTH} levels"):
+        load_yaml("[" * 100_000, where="deep.yml")  # PyYAML's recursive composer would hit the recursion limit
+    with pytest.raises(ValueError, match="recursive alias"):
+        load_yaml("a: &a [*a]", where="loop.yml")
+    with pytest.raises(ValueError, match="not plain YAML"):
+        load_yaml("a: !!python/object/apply:os.system ['true']", where="tag.yml")
+    big = tmp_path / "big.yml"
+    big.write_text("# " + "x" * MAX_YAML_BYTES + "\n")
+    with pytest.raises(ValueError, match=f"{big} is too large"):
+        load_yaml_file(str(big))
+    binary = tmp_path / "binary.yml"
+    binary.write_bytes(b"a: \xff\xfe")
+    with pytest.raises(ValueError, match="not a UTF-8 text file"):
+        load_yaml_file(str(binary))
+    assert load_yaml("base: &base {a: 1}\nx:\n  <<: *base\n  b: 2\n", where="ok.yml")["x"] == {"a": 1, "b": 2}
+
+
+def test_every_rl_zoo3_and_bundled_config_is_within_the_limits():
+    folder = os.path.join(os.path.dirname(rl_zoo3.__file__), "hyperparams")
+    paths = [*sorted(glob.glob(os.path.join(folder, "*.yml"))), default_config_path()]
+    assert len(paths) > 5
+    blocks = 0
+    for path in paths:
+        for env_id, block in check_config_document(load_yaml_file(path), where=path).items():
+            try:
+                parsed = preprocess_block(block, where=env_id)
+            except ValueError:
+                continue  # a class path outside our allow-list (rl-zoo3's own configs name a few)
+            check_block_values(parsed, where=f"{env_id} in {path}")
+            blocks += 1
+    assert blocks > 200
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        (None, "is empty"),
+        (["CartPole-v1"], "holds a list at the top level"),
+        ({1: {}}, "top-level key 1 is not an env id"),
+        ({"CartPole-v1": 5}, "the 'CartPole-v1' block must be a mapping of hyperparameters, got 5"),
+    ],
+)
+def test_config_documents_of_the_wrong_shape_are_refused(document, message):
+    with pytest.raises(ValueError, match=message):
+        check_config_document(document, where="c.yml")
+
+
+@pytest.mark.parametrize(
+    ("block", "message"),
+    [
+        ({"n_envs": "4"}, "n_envs must be an integer, got '4'"),
+        ({"n_envs": 100_000_000_000}, f"n_envs must be <= {MAX_N_ENVS} \\(MAX_N_ENVS\\)"),
+        ({"n_envs": 0}, "n_envs must be >= 1"),
+        ({"n_envs": 8, "n_steps": 1_000_000}, f"n_steps \\* n_envs must be <= {MAX_ROLLOUT_TRANSITIONS}"),
+        ({"n_steps": 2.5}, "n_steps must be an integer"),
+        ({"batch_size": 10**9}, "batch_size must be <= "),
+        ({"buffer_size": 1e9}, "buffer_size must be <= 10000000"),
+        ({"n_timesteps": float("inf")}, "n_timesteps must be a finite number"),
+        ({"env_kwargs": 5}, "env_kwargs must be a mapping"),
+        ({"normalize": 3}, "normalize must be true, false or a mapping"),
+        ({"policy_kwargs": {"net_arch": [64, 100_000]}}, "a layer of policy_kwargs net_arch must be <= 8192"),
+        ({"policy_kwargs": {"net_arch": {"pi": [64], "vf": "64"}}}, "net_arch\\['vf'\\] must be a list"),
+        ({"policy_kwargs": {"net_arch": [8] * 100}}, "at most 64 layers"),
+        ({"policy_kwargs": {"lstm_hidden_size": 10**6}}, "lstm_hidden_size must be <= 8192"),
+    ],
+)
+def test_block_values_of_the_wrong_type_or_an_absurd_size_are_refused(block, message):
+    with pytest.raises(ValueError, match=message):
+        check_block_values(block, where="the 'CartPole-v1' block of c.yml")
+    check_block_values({"n_envs": 8.0, "n_steps": 2048, "batch_size": 64, "buffer_size": 1e6, "n_timesteps": 1e6,
+                        "normalize": {"norm_reward": False}, "policy_kwargs": {"net_arch": {"pi": [64], "vf": [64]}}},
+                       where="fine")
+
+
+def test_an_alias_bomb_in_a_run_file_is_refused_quickly(tmp_path):
+    (tmp_path / "config.yml").write_text(billion_laughs())
+    started = time.perf_counter()
+    with pytest.raises(ValueError, match="aliases are expanded"):
+        check_run_folder(str(tmp_path))
+    assert time.perf_counter() - started < 0.5

@@ -212,6 +212,21 @@ def test_close_twice_is_harmless(env_id):
     env.close()
 
 
+def test_unknown_reset_options_and_use_after_close_raise(env_id):
+    env = make_env(env_id).unwrapped  # the task itself, as gymnasium's wrappers pass options on unchanged
+    try:
+        for options in ("bad", {"no_such_option": 1}):
+            with pytest.raises(ValueError, match="options"):
+                env.reset(seed=0, options=options)
+        env.reset(seed=0, options={})
+    finally:
+        env.close()
+    action = env.action_space.sample()
+    for call in (env.reset, lambda: env.step(action)):
+        with pytest.raises(RuntimeError, match="closed"):
+            call()
+
+
 def test_two_instances_are_independent(env_id):
     solo = make_env(env_id)
     try:
@@ -255,7 +270,7 @@ def test_two_instances_are_independent(env_id):
 
 def bad_actions(space: spaces.Space) -> list:
     if isinstance(space, spaces.Discrete):
-        return [np.array([0, 1]), float("nan"), 0.5, space.start + space.n]
+        return [np.array([0, 1]), float("nan"), 0.5, space.start + space.n, True, 1.0, [[space.start]]]
     assert isinstance(space, spaces.Box)
     wrong_shape = np.zeros((space.shape[0] + 1,), dtype=np.float32)
     with_nan = np.zeros(space.shape, dtype=np.float32)

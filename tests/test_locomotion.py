@@ -8,6 +8,7 @@ import gymnasium as gym
 import numpy as np
 import pybullet
 import pytest
+from sb3_ppo_ext.envs._bullet import check_integer, check_non_negative, check_positive, check_probability, check_range
 from sb3_ppo_ext.envs.humanoid import (
     HUMANOID_START_HEIGHT,
     HumanoidEnv,
@@ -20,11 +21,6 @@ from sb3_ppo_ext.envs.humanoid import (
 from sb3_ppo_ext.envs.locomotion import (
     CONTROL_TIMESTEP,
     camera_ray,
-    check_integer,
-    check_non_negative,
-    check_positive,
-    check_probability,
-    check_range,
     count_joints_at_limit,
     electricity_costs,
     humanoid_alive_bonus,
@@ -192,6 +188,10 @@ def test_check_range_rejects_bad_ranges():
         check_range("mass_scale_range", (0.0, 1.0), minimum=1e-3)
     with pytest.raises(ValueError, match="friction_range"):
         check_range("friction_range", 3.0)
+    with pytest.raises(ValueError, match="friction_range"):
+        check_range("friction_range", "12")  # two characters are no pair of numbers
+    with pytest.raises(ValueError, match="friction_range"):
+        check_range("friction_range", (math.nan, 1.0))
 
 
 def test_scalar_checks_name_the_parameter():
@@ -209,6 +209,9 @@ def test_scalar_checks_name_the_parameter():
     assert check_non_negative("push_force", 0) == 0.0
     with pytest.raises(ValueError, match="push_force"):
         check_non_negative("push_force", math.inf)
+    for check in (check_positive, check_non_negative, check_probability):  # True is no quantity
+        with pytest.raises(ValueError, match="push_force"):
+            check("push_force", True)
 
 
 # --- equivalence to pybullet_envs ----------------------------------------------------------------------------
@@ -392,6 +395,10 @@ def test_bad_constructor_arguments_raise_value_error():
         Walker2DEnv(render_mode="rgb")
     with pytest.raises(ValueError, match="electricity_weight"):
         Walker2DEnv(electricity_weight=math.nan)
+    with pytest.raises(ValueError, match="alive_weight"):
+        Walker2DEnv(alive_weight=True)
+    with pytest.raises(ValueError, match="friction_range"):
+        Walker2DEnv(friction_range="12")
     with pytest.raises(ValueError, match="push_probability"):
         Walker2DEnv(push_probability=1.5)
     with pytest.raises(ValueError, match="reset_noise_scale"):

@@ -279,7 +279,7 @@ def test_bad_continuous_action_raises(action) -> None:
     env.close()
 
 
-@pytest.mark.parametrize("action", [7, -1, 1.5, [1, 2], "a", None])
+@pytest.mark.parametrize("action", [7, -1, 1.5, [1, 2], "a", None, True, np.True_, 2.0, [[1]], np.array([1])])
 def test_bad_discrete_action_raises(action) -> None:
     env = RocketLanderEnv(continuous=False)
     env.reset(seed=0)
@@ -298,6 +298,27 @@ def test_bad_discrete_action_raises(action) -> None:
         ({"render_mode": "ascii"}, "render_mode"),
         ({"gimbal_limit": 1.0}, "gimbal_limit"),
         ({"bounds": (5.0, 100.0)}, "bounds"),
+        ({"continuous": "no"}, "continuous"),
+        ({"frame_skip": True}, "frame_skip"),
+        ({"frame_skip": 2.0}, "frame_skip"),
+        ({"physics_time_step": math.nan}, "physics_time_step"),
+        ({"physics_time_step": math.inf}, "physics_time_step"),
+        ({"thrust_to_weight": math.inf}, "thrust_to_weight"),
+        ({"deck_motion": math.inf}, "deck_motion"),
+        ({"wind_speed": math.nan}, "wind_speed"),
+        ({"start_tilt": -0.1}, "start_tilt"),
+        ({"start_tilt": 2.0}, "start_tilt"),  # beyond crash_tilt: every episode would start tipped over
+        ({"success_tilt": -0.1}, "success_tilt"),
+        ({"crash_tilt": 0.0}, "crash_tilt"),
+        ({"crash_tilt": 4.0}, "crash_tilt"),
+        ({"touchdown_speed_limit": -1.0}, "touchdown_speed_limit"),
+        ({"start_altitude": (math.nan, 10.0)}, "start_altitude"),
+        ({"start_altitude": None}, "start_altitude"),
+        ({"start_vertical_speed": "ab"}, "start_vertical_speed"),
+        ({"bounds": (50.0,)}, "bounds"),
+        ({"reward_weights": "x"}, "reward_weights"),
+        ({"reward_weights": {"landng": 200.0}}, "reward_weights: unknown term"),
+        ({"reward_weights": {"landing": math.nan}}, "reward_weights.landing"),
     ],
 )
 def test_bad_constructor_arguments_raise(kwargs, name) -> None:
@@ -305,15 +326,32 @@ def test_bad_constructor_arguments_raise(kwargs, name) -> None:
         RocketLanderEnv(**kwargs)
 
 
+def test_reward_weights_may_be_a_mapping_of_some_terms() -> None:
+    env = RocketLanderEnv(reward_weights={"landing": 200.0})
+    assert env.weights == RewardWeights(landing=200.0)
+    env.close()
+
+
 def test_step_before_reset_and_after_close_raise() -> None:
-    env = RocketLanderEnv()
+    env = RocketLanderEnv(render_mode="rgb_array")
     with pytest.raises(RuntimeError):
         env.step(MIN_THROTTLE)
     env.reset(seed=0)
     env.close()
     env.close()  # closing twice is fine
-    with pytest.raises(RuntimeError):
-        env.step(MIN_THROTTLE)
+    for call in (lambda: env.step(MIN_THROTTLE), env.reset, env.render):
+        with pytest.raises(RuntimeError, match=r"called on a closed RocketLanderEnv"):
+            call()
+
+
+@pytest.mark.parametrize(("options", "message"), [("bad", "options must be None or a dict"),
+                                                  ({"altitude": 10.0}, r"unknown key\(s\) \['altitude'\]")])
+def test_reset_options_the_task_does_not_take_raise(options, message) -> None:
+    env = RocketLanderEnv()
+    with pytest.raises(ValueError, match=message):
+        env.reset(seed=0, options=options)
+    env.reset(seed=0, options={})  # what SB3's VecEnvs pass
+    env.close()
 
 
 def test_non_finite_physics_state_ends_episode_with_flag(monkeypatch) -> None:

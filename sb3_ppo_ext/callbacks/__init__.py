@@ -5,6 +5,7 @@ can also be named in an rl-zoo3 YAML ``callback:`` entry."""
 from sb3_ppo_ext.callbacks.checkpoint import (
     Checkpoint,
     RotatingCheckpointCallback,
+    checkpoint_defect,
     find_latest_checkpoint,
     list_checkpoints,
     remaining_timesteps,
@@ -24,6 +25,7 @@ __all__ = [
     "LiveViewCallback",
     "RotatingCheckpointCallback",
     "VideoRecorderCallback",
+    "checkpoint_defect",
     "export_onnx",
     "export_torchscript",
     "find_latest_checkpoint",

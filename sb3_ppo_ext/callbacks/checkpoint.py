@@ -6,7 +6,10 @@ import contextlib
 import glob
 import os
 import pickle
+import pickletools
 import re
+import warnings
+import zipfile
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,10 +66,61 @@ def list_checkpoints(folder: str, name_prefix: str = "rl_model") -> list[Checkpo
     return sorted(found, key=lambda checkpoint: checkpoint.num_timesteps)
 
 
-def find_latest_checkpoint(folder: str, name_prefix: str = "rl_model") -> Checkpoint | None:
-    """The newest complete checkpoint in ``folder`` (``None`` when there is none or the folder does not exist)."""
+def checkpoint_defect(checkpoint: Checkpoint, *, needs_statistics: bool) -> str | None:
+    """Why ``checkpoint`` cannot be resumed, or ``None`` when it can; reads its files without unpickling anything.
+
+    A defect: the model zip fails its CRC check (``zipfile.ZipFile.testzip``) or lacks SB3's ``data`` entry, or (when
+    ``needs_statistics``) the ``VecNormalize`` statistics are missing or not a complete pickle (their opcodes are
+    scanned with ``pickletools.genops``, which builds no object).
+
+    :param checkpoint: a checkpoint of :func:`list_checkpoints`.
+    :param needs_statistics: whether the checkpoint must have its ``VecNormalize`` statistics.
+    """
+    try:
+        with zipfile.ZipFile(checkpoint.model_path) as archive:
+            damaged = archive.testzip()
+            if damaged is not None:
+                return f"its entry {damaged!r} fails the CRC check"
+            if "data" not in archive.namelist():
+                return "it has no 'data' entry (not a Stable-Baselines3 model)"
+    except (zipfile.BadZipFile, OSError, EOFError) as error:
+        return f"it is not a readable zip file ({error})"
+    if not needs_statistics:
+        return None
+    if checkpoint.vecnormalize_path is None:
+        return "its VecNormalize statistics file is missing (the other checkpoints of the series have one)"
+    try:
+        with open(checkpoint.vecnormalize_path, "rb") as handle:
+            for _ in pickletools.genops(handle):
+                pass
+    except (ValueError, OSError) as error:  # genops: ValueError for a truncated or garbled pickle
+        return f"its VecNormalize statistics {checkpoint.vecnormalize_path} are not a complete pickle ({error})"
+    return None
+
+
+def find_latest_checkpoint(
+    folder: str, name_prefix: str = "rl_model", *, needs_statistics: bool | None = None
+) -> Checkpoint | None:
+    """The newest intact checkpoint in ``folder`` (``None`` when there is none or the folder does not exist).
+
+    Newer checkpoints with a defect (:func:`checkpoint_defect`: a corrupt zip, missing or truncated statistics) are
+    skipped with a warning naming the file and the defect.
+
+    :param folder: the checkpoint folder.
+    :param name_prefix: the callback's ``name_prefix``.
+    :param needs_statistics: whether a checkpoint must have its ``VecNormalize`` statistics; ``None``: when any
+        checkpoint of the folder has them (a series saved from a normalised run).
+    """
     checkpoints = list_checkpoints(folder, name_prefix) if os.path.isdir(folder) else []
-    return checkpoints[-1] if checkpoints else None
+    if needs_statistics is None:
+        needs_statistics = any(checkpoint.vecnormalize_path is not None for checkpoint in checkpoints)
+    for checkpoint in reversed(checkpoints):
+        defect = checkpoint_defect(checkpoint, needs_statistics=needs_statistics)
+        if defect is None:
+            return checkpoint
+        warnings.warn(f"skipping the checkpoint {checkpoint.model_path}: {defect}; trying an older one",
+                      UserWarning, stacklevel=2)
+    return None
 
 
 def resume_from_checkpoint(
@@ -88,14 +142,20 @@ def resume_from_checkpoint(
     :param algorithm: the algorithm class; defaults to ``sb3_ppo_ext.PPO``.
     :param name_prefix: the callback's ``name_prefix``.
     :param load_kwargs: passed on to ``algorithm.load`` (e.g. ``device``).
-    :raises FileNotFoundError: when ``folder`` has no complete checkpoint.
+    :raises FileNotFoundError: when ``folder`` has no intact checkpoint (see :func:`find_latest_checkpoint`: the
+        statistics are required when ``env`` normalises or the series has them).
     """
     if algorithm is None:
         from sb3_ppo_ext.ppo import PPO
 
         algorithm = PPO
-    checkpoint = find_latest_checkpoint(folder, name_prefix)
+    needs_statistics = True if unwrap_vec_normalize(env) is not None else None
+    checkpoint = find_latest_checkpoint(folder, name_prefix, needs_statistics=needs_statistics)
     if checkpoint is None:
+        damaged = len(list_checkpoints(folder, name_prefix)) if os.path.isdir(folder) else 0
+        if damaged:
+            raise FileNotFoundError(f"no intact checkpoint named {name_prefix}_<steps>_steps.zip in {folder!r} "
+                                    f"({damaged} damaged ones skipped)")
         raise FileNotFoundError(f"no checkpoint named {name_prefix}_<steps>_steps.zip in {folder!r}")
     if checkpoint.vecnormalize_path is not None:
         env = _with_saved_statistics(env, checkpoint.vecnormalize_path)
@@ -187,7 +247,7 @@ class RotatingCheckpointCallback(CheckpointCallback):
 
     def _init_callback(self) -> None:
         check_writable_dir("save_path", self.save_path)
-        self._remove_stale_temporaries()
+        self._remove_leftovers_of_killed_writes()
 
     def _on_training_start(self) -> None:
         self._schedule.start(self.num_timesteps)
@@ -240,8 +300,20 @@ class RotatingCheckpointCallback(CheckpointCallback):
                     os.unlink(path)
         fsync_directory(self.save_path)
 
-    def _remove_stale_temporaries(self) -> None:
-        """Delete temporary files left by a crash in the middle of a write of this callback's checkpoints."""
-        for path in glob.glob(os.path.join(glob.escape(self.save_path), f".{glob.escape(self.name_prefix)}_*.tmp*")):
+    def _remove_leftovers_of_killed_writes(self) -> None:
+        """Delete what a process killed while writing this callback's checkpoints leaves: temporary files, and
+        statistics files without their model zip (written first, so a kill before the zip is moved into place, or
+        during a rotation, leaves them alone)."""
+        folder, prefix = glob.escape(self.save_path), glob.escape(self.name_prefix)
+        leftovers = glob.glob(os.path.join(folder, f".{prefix}_*.tmp*"))
+        pattern = re.compile(re.escape(self.name_prefix) + r"_vecnormalize_(\d+)_steps\.pkl")
+        for path in glob.glob(os.path.join(folder, f"{prefix}_vecnormalize_*_steps.pkl")):
+            match = pattern.fullmatch(os.path.basename(path))
+            steps = None if match is None else int(match.group(1))
+            if steps is not None and not os.path.exists(model_checkpoint_path(self.save_path, self.name_prefix, steps)):
+                leftovers.append(path)
+        for path in leftovers:
             with contextlib.suppress(OSError):
                 os.unlink(path)
+        if leftovers:
+            fsync_directory(self.save_path)

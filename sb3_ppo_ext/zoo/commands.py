@@ -13,7 +13,7 @@ import difflib
 import os
 import runpy
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -27,6 +27,7 @@ from sb3_ppo_ext.zoo.experiment import (
     patched_zoo_module,
     register_algorithm,
 )
+from sb3_ppo_ext.zoo.hyperparams import checked_get_saved_hyperparams
 from sb3_ppo_ext.zoo.runs import list_runs, missing_run_message, newest_run
 
 DEFAULT_LOG_FOLDER = "logs"
@@ -59,8 +60,10 @@ TRAIN_OPTION_CHANGES: dict[str, dict[str, Any]] = {
 }
 #: rl-zoo3's enjoy / record_video options as ``enjoy`` / ``record-video`` show them.
 PLAY_OPTION_CHANGES: dict[str, dict[str, Any]] = {
-    "--algo": {"help": "RL algorithm of the run (default: the algorithm of the newest run of --env under --folder)"},
-    "--folder": {"help": f"log folder (default: {DEFAULT_LOG_FOLDER})"},
+    # None: chosen from the parsed options by choose_played_algorithm
+    "--algo": {"default": None,
+               "help": "RL algorithm of the run (default: the algorithm of the newest run of --env under --folder)"},
+    "--folder": {"default": DEFAULT_LOG_FOLDER, "help": f"log folder (default: {DEFAULT_LOG_FOLDER})"},
 }
 DEBUG: Option = ((DEBUG_OPTION,), {"action": "store_true", "default": argparse.SUPPRESS, "help": DEBUG_HELP})
 NO_PROGRESS: Option = (
@@ -96,14 +99,24 @@ def nearest_option_hint(parser: argparse.ArgumentParser, message: str) -> str:
 
 
 @contextmanager
-def zoo_parser(program: str, changes: Mapping[str, Mapping[str, Any]], options: Sequence[Option]) -> Iterator[None]:
-    """While an rl-zoo3 script runs as ``program``, amend its parser (:func:`amend_parser`) before it parses.
+def zoo_parser(
+    program: str,
+    changes: Mapping[str, Mapping[str, Any]],
+    options: Sequence[Option],
+    complete: Callable[[argparse.Namespace], None] | None = None,
+) -> Iterator[None]:
+    """While an rl-zoo3 script runs as ``program``, amend its parser (:func:`amend_parser`) before it parses, and
+    ``complete`` the parsed options (defaults that depend on other options) before the script reads them.
 
     rl-zoo3's scripts build their parser inline, so ``ArgumentParser.parse_known_args`` and ``error`` are swapped
     for the time of the script; they act on a parser with an ``--env`` option only (rl-zoo3's: our own parsers are
     done by then) and name it ``program`` (newer Pythons name a parser after ``python -m <module>`` when run so). A
     usage error is one line, ``<program>: error: <message>``, exit status 2, instead of argparse's usage (30 lines for
     rl-zoo3's train).
+
+    Option abbreviations are turned off (``--fold`` is an error that suggests ``--folder``): ``train`` chooses its
+    config from the options as the user wrote them (:func:`_peek`), so rl-zoo3 must read the same ones; one rule for
+    every command.
     """
     parse_known_args = argparse.ArgumentParser.parse_known_args
     error = argparse.ArgumentParser.error
@@ -114,8 +127,12 @@ def zoo_parser(program: str, changes: Mapping[str, Mapping[str, Any]], options: 
     def amended_parse_known_args(self: argparse.ArgumentParser, args: Any = None, namespace: Any = None) -> Any:
         if is_zoo_parser(self):
             self.prog = program
+            self.allow_abbrev = False
             amend_parser(self, changes, options)
-        return parse_known_args(self, args, namespace)
+        parsed, extras = parse_known_args(self, args, namespace)
+        if complete is not None and is_zoo_parser(self) and not extras:  # extras: parse_args reports them next
+            complete(parsed)
+        return parsed, extras
 
     def one_line_error(self: argparse.ArgumentParser, message: str) -> Any:
         if not is_zoo_parser(self):
@@ -133,7 +150,12 @@ def add_debug_option(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
 
 
 def _peek(argv: Sequence[str], *flags: str) -> str | None:
-    """The value the user gave for an option (any of ``flags``), or ``None``; rl-zoo3's parser does the real work."""
+    """The value the user gave for an option (any of ``flags``), or ``None``; rl-zoo3's parser does the real work.
+
+    Only for choosing defaults: neither reads abbreviations (see :func:`zoo_parser`); checks of what rl-zoo3 loads
+    act on what it parsed (:class:`~sb3_ppo_ext.zoo.experiment.SafeExperimentManager`) or hook the function that
+    loads it (:func:`~sb3_ppo_ext.zoo.hyperparams.checked_get_saved_hyperparams`).
+    """
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     parser.add_argument(*flags, dest="value", default=None)
     known, _ = parser.parse_known_args(list(argv))
@@ -202,21 +224,22 @@ def newest_algorithm(log_folder: str, env_id: str, exp_id: int = 0) -> str:
     return newest.algo
 
 
+def choose_played_algorithm(parsed: argparse.Namespace) -> None:
+    """Complete the options rl-zoo3's enjoy / record_video parsed: without ``--algo``, the algorithm of the newest
+    run of ``--env`` under ``--folder`` (``ppo_ext`` for ``--exp-id -1``, a model straight under the algorithm's
+    folder). Chosen from the parsed options, so from exactly the folder rl-zoo3 then reads."""
+    if parsed.algo is None:
+        parsed.algo = ALGORITHM_NAME if parsed.exp_id < 0 else newest_algorithm(parsed.folder, parsed.env.gym_id, parsed.exp_id)
+
+
 def _zoo_play_argv(argv: Sequence[str], *, headless_no_render: bool) -> list[str]:
-    """Our defaults followed by the user's arguments: ``--algo`` of the newest run of ``--env`` unless given,
-    ``--folder logs``, and on a headless machine ``--no-render`` for ``enjoy``."""
+    """The user's arguments, after ``--no-render`` on a headless machine for ``enjoy``; the other defaults are set
+    on rl-zoo3's parser (:data:`PLAY_OPTION_CHANGES`, :func:`choose_played_algorithm`)."""
     argv = list(argv)
-    folder = _peek(argv, "-f", "--folder") or DEFAULT_LOG_FOLDER
-    exp_id = int(_peek(argv, "--exp-id") or 0)
-    if _peek(argv, "--algo") is not None or _asks_help(argv) or exp_id < 0:
-        algo = ALGORITHM_NAME
-    else:
-        algo = newest_algorithm(folder, _peek(argv, "--env") or "CartPole-v1", exp_id)
-    defaults = ["--algo", algo, "--folder", DEFAULT_LOG_FOLDER]
     if headless_no_render and not display_available() and "--no-render" not in argv and not _asks_help(argv):
         print("No display found: running without a window (use `sb3-ppo-ext record-video` for a video).")
-        defaults.append("--no-render")
-    return defaults + argv
+        return ["--no-render", *argv]
+    return argv
 
 
 def headless_sdl_settings() -> dict[str, str]:
@@ -229,24 +252,6 @@ def headless_sdl_settings() -> dict[str, str]:
     if display_available() or "SDL_VIDEODRIVER" in os.environ:
         return {}
     return {"SDL_VIDEODRIVER": "dummy"}
-
-
-def _check_run_files(argv: Sequence[str]) -> None:
-    """Refuse a run folder whose saved files would make rl-zoo3's enjoy / record_video run code (see
-    :func:`~sb3_ppo_ext.zoo.hyperparams.check_run_folder`); finds the folder as rl-zoo3's ``get_model_path`` does."""
-    from huggingface_sb3 import EnvironmentName
-    from rl_zoo3.utils import get_latest_run_id
-
-    from sb3_ppo_ext.zoo.hyperparams import check_run_folder
-
-    folder = _peek(argv, "-f", "--folder") or DEFAULT_LOG_FOLDER
-    env_name = EnvironmentName(_peek(argv, "--env") or "CartPole-v1")
-    algo = _peek(argv, "--algo") or ALGORITHM_NAME
-    exp_id = int(_peek(argv, "--exp-id") or 0)
-    if exp_id == 0:
-        exp_id = get_latest_run_id(os.path.join(folder, algo), env_name)
-    log_path = os.path.join(folder, algo, f"{env_name}_{exp_id}") if exp_id > 0 else os.path.join(folder, algo)
-    check_run_folder(os.path.join(log_path, env_name))
 
 
 def _pretrained_parser(command: str, description: str) -> argparse.ArgumentParser:
@@ -366,12 +371,11 @@ def enjoy(argv: Sequence[str]) -> None:
 
     program = "sb3-ppo-ext enjoy"
     zoo_argv = _zoo_play_argv(argv, headless_no_render=True)
-    if not _asks_help(zoo_argv):
-        _check_run_files(zoo_argv)
+    # The run's config.yml / args.yml are checked by the function that reads them, in the folder it reads them from.
     with (
         _script_argv(program, zoo_argv),
-        zoo_parser(program, PLAY_OPTION_CHANGES, [DEBUG]),
-        patched_zoo_module(rl_zoo3.enjoy, StoreDict=SafeStoreDict),
+        zoo_parser(program, PLAY_OPTION_CHANGES, [DEBUG], complete=choose_played_algorithm),
+        patched_zoo_module(rl_zoo3.enjoy, StoreDict=SafeStoreDict, get_saved_hyperparams=checked_get_saved_hyperparams),
     ):
         rl_zoo3.enjoy.enjoy()
 
@@ -386,13 +390,12 @@ def record_video(argv: Sequence[str]) -> None:
 
     program = "sb3-ppo-ext record-video"
     zoo_argv = _zoo_play_argv(argv, headless_no_render=False)
-    if not _asks_help(zoo_argv):
-        _check_run_files(zoo_argv)
-    # record_video.py is a __main__ script: it imports StoreDict from rl_zoo3.utils when it runs.
+    # record_video.py is a __main__ script: it imports StoreDict and get_saved_hyperparams from rl_zoo3.utils when it
+    # runs; the run's config.yml / args.yml are checked by the function that reads them.
     with (
         _script_argv(program, zoo_argv),
-        zoo_parser(program, PLAY_OPTION_CHANGES, [DEBUG]),
-        patched_zoo_module(rl_zoo3.utils, StoreDict=SafeStoreDict),
+        zoo_parser(program, PLAY_OPTION_CHANGES, [DEBUG], complete=choose_played_algorithm),
+        patched_zoo_module(rl_zoo3.utils, StoreDict=SafeStoreDict, get_saved_hyperparams=checked_get_saved_hyperparams),
     ):
         runpy.run_module("rl_zoo3.record_video", run_name="__main__")
 

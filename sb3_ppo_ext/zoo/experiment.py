@@ -16,15 +16,22 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from rl_zoo3 import hyperparams_opt
+from rl_zoo3 import exp_manager, hyperparams_opt
 from rl_zoo3.exp_manager import ExperimentManager
 from rl_zoo3.utils import ALGOS
 from stable_baselines3.common.callbacks import CheckpointCallback
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
 from sb3_ppo_ext.ppo import PPO
-from sb3_ppo_ext.zoo.hyperparams import check_block_keys, preprocess_block, valid_keys
+from sb3_ppo_ext.zoo.hyperparams import (
+    check_block_keys,
+    check_block_values,
+    check_config_document,
+    preprocess_block,
+    valid_keys,
+)
 from sb3_ppo_ext.zoo.safe_eval import UnknownNameError, nearest_short_name, parse_expression
+from sb3_ppo_ext.zoo.safe_yaml import load_yaml_file
 from sb3_ppo_ext.zoo.sampler import convert_ppo_ext_params, sample_ppo_ext_params
 
 #: Name of our PPO in rl-zoo3's registry (``--algo ppo_ext``, run folders ``logs/ppo_ext/...``).
@@ -109,22 +116,42 @@ def warn_if_nothing_learns(algorithm: type, hyperparams: dict[str, Any], n_times
         )
 
 
+class _ReadDocument:
+    """Stands in for the ``yaml`` module of rl-zoo3's ``exp_manager`` while it reads the config: its ``safe_load``
+    gives the document :meth:`SafeExperimentManager.read_hyperparameters` has read and checked, so the file is parsed
+    once, and what is checked is what is used."""
+
+    def __init__(self, document: dict[str, Any]) -> None:
+        self.document = document
+
+    def safe_load(self, stream: Any) -> dict[str, Any]:
+        return self.document
+
+
 class SafeExperimentManager(ExperimentManager):
     """rl-zoo3's ExperimentManager that checks keys and never evaluates config text.
 
     After rl-zoo3 has read and merged the block (YAML, ``--hyperparams``, an Optuna trial), every key must be a
     constructor parameter or a zoo key, every expression string is parsed with the restricted parser, schedules
     and class paths are checked; only then does rl-zoo3's own pre-processing run, which finds nothing left to
-    ``eval``. Python config files (which rl-zoo3 would ``exec``) and modules are refused. The run's
+    ``eval``. Python config files (which rl-zoo3 would ``exec``) and modules are refused; a YAML config is read once,
+    within size, nesting and alias-expansion limits, and must map env ids to mappings; the settings rl-zoo3 consumes
+    (``n_envs``, ``n_steps``, ``buffer_size``, ``net_arch`` ...) must have their type and a sane size. The run's
     ``config.yml`` / ``args.yml`` are written as plain YAML.
     """
 
     def read_hyperparameters(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """rl-zoo3's reading of the config block, on a document we read first: within the limits of
+        :mod:`~sb3_ppo_ext.zoo.safe_yaml` (rl-zoo3 ``pprint``s what it reads, which expands an alias bomb) and of
+        the shape rl-zoo3 assumes (:func:`~sb3_ppo_ext.zoo.hyperparams.check_config_document`); then the keys,
+        expressions and values of the block are checked."""
         if not self.config.endswith((".yml", ".yaml")):
             raise ValueError(
                 f"conf_file must be a YAML file (.yml or .yaml): rl-zoo3 would execute Python config files, got {self.config!r}"
             )
-        hyperparams, saved_hyperparams = super().read_hyperparameters()
+        document = check_config_document(load_yaml_file(self.config), where=self.config)
+        with patched_zoo_module(exp_manager, yaml=_ReadDocument(document)):
+            hyperparams, saved_hyperparams = super().read_hyperparameters()
         if self.storage and self.study_name and self.trial_id == 0:
             # rl-zoo3 tests `if self.trial_id`, so it silently ignores trial 0: load it here, then let the
             # command line override it as rl-zoo3 does for the other trials.
@@ -138,6 +165,7 @@ class SafeExperimentManager(ExperimentManager):
                 raise ValueError(f"n_timesteps is missing from {where}: set it there or pass -n")
             hyperparams["n_timesteps"] = self.n_timesteps
         parsed = preprocess_block(hyperparams, where=where)
+        check_block_values(parsed, where=where)
         if isinstance(parsed.get("normalize"), dict):
             # rl-zoo3's enjoy / record_video would eval a string here: save the parsed form (a copy, because
             # rl-zoo3 adds gamma to the dict it is given).

@@ -5,6 +5,8 @@ deep inside), ``eval()``s some string values and imports any class named by ``ca
 ``vec_env_wrapper`` / ``policy``. :func:`check_block_keys` and :func:`preprocess_block` close those doors:
 unknown keys are an error naming the nearest valid key, expression strings go through
 :func:`~sb3_ppo_ext.zoo.safe_eval.parse_expression`, and class paths must be on its allow-list.
+:func:`check_config_document` and :func:`check_block_values` refuse a config of the wrong shape and settings of the
+wrong type or of absurd sizes (``n_envs: 100000000000`` would fill the memory before anything else fails).
 """
 
 from __future__ import annotations
@@ -19,8 +21,11 @@ from typing import Any
 
 import yaml
 from rl_zoo3.utils import SimpleLinearSchedule
+from rl_zoo3.utils import get_saved_hyperparams as zoo_get_saved_hyperparams
 
+from sb3_ppo_ext.validation import check_int, check_number
 from sb3_ppo_ext.zoo.safe_eval import is_allowed_import_path, parse_expression
+from sb3_ppo_ext.zoo.safe_yaml import check_yaml_limits, read_yaml_text
 
 #: Keys rl-zoo3 consumes itself (ExperimentManager._preprocess_hyperparams / _preprocess_action_noise).
 ZOO_KEYS: frozenset[str] = frozenset(
@@ -70,6 +75,121 @@ SCHEDULE_KEYS: tuple[str, ...] = ("learning_rate", "clip_range", "clip_range_vf"
 #: does its own.
 OWN_SCHEDULE_KEYS: tuple[str, ...] = ("vf_learning_rate",)
 _SCHEDULE_PATTERN = re.compile(r"^lin_([-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?)$")
+
+# Size limits of a config block (:func:`check_block_values`): far above any real run, far below what exhausts a
+# machine's memory before training starts.
+#: Most parallel envs (rl-zoo3 builds them all at once; its own configs use at most 64).
+MAX_N_ENVS = 4096
+#: Most transitions in one on-policy rollout, ``n_steps * n_envs``, and the largest ``batch_size`` (4,194,304: 32
+#: times a 64-env x 2048-step rollout).
+MAX_ROLLOUT_TRANSITIONS = 1 << 22
+#: Largest replay buffer, ``buffer_size`` (rl-zoo3's own configs use at most 1,000,000).
+MAX_BUFFER_SIZE = 10_000_000
+#: Widest hidden layer in ``policy_kwargs`` (``net_arch`` entries, ``lstm_hidden_size``): a square layer this wide has
+#: 67 M weights.
+MAX_LAYER_WIDTH = 8192
+#: Most hidden layers in one ``net_arch`` list.
+MAX_HIDDEN_LAYERS = 64
+#: Largest training budget, ``n_timesteps``.
+MAX_N_TIMESTEPS = 10**12
+#: Keys whose value, when set, must be a mapping (``None`` leaves rl-zoo3's default).
+MAPPING_KEYS: tuple[str, ...] = ("env_kwargs", "monitor_kwargs", "policy_kwargs", "replay_buffer_kwargs")
+
+
+def check_config_document(document: Any, *, where: str) -> dict[str, dict[str, Any]]:
+    """Check the shape of a loaded zoo config: env ids (strings) mapped to blocks (mappings) of hyperparameters.
+
+    rl-zoo3 assumes this shape; an empty file, a top-level list or a block that is a number would end in an
+    ``AttributeError`` / ``TypeError`` inside it.
+
+    :param document: the loaded YAML document.
+    :param where: the config file, used in the messages.
+    :return: ``document``, unchanged.
+    :raises ValueError: naming the file (and the key) that breaks the shape.
+    """
+    shape = "a zoo config maps env ids to blocks of hyperparameters (CartPole-v1: {policy: MlpPolicy, ...})"
+    if document is None:
+        raise ValueError(f"{where} is empty: {shape}")
+    if not isinstance(document, dict):
+        raise ValueError(f"{where} holds a {type(document).__name__} at the top level: {shape}")
+    for key, block in document.items():
+        if not isinstance(key, str):
+            raise ValueError(f"{where}: the top-level key {key!r} is not an env id string: {shape}")
+        if not isinstance(block, dict):
+            raise ValueError(f"{where}: the {key!r} block must be a mapping of hyperparameters, got {block!r}: {shape}")
+    return document
+
+
+def _checked(check: Any, *args: Any, where: str, **kwargs: Any) -> Any:
+    """``check(*args, **kwargs)`` with ``where`` added to the message of its ``ValueError``."""
+    try:
+        return check(*args, **kwargs)
+    except ValueError as error:
+        raise ValueError(f"{error} (in {where})") from None
+
+
+def _check_width(name: str, value: Any, *, where: str) -> None:
+    width = _checked(check_int, name, value, minimum=1, where=where)
+    if width > MAX_LAYER_WIDTH:
+        raise ValueError(f"{name} must be <= {MAX_LAYER_WIDTH} units (MAX_LAYER_WIDTH), got {value!r} (in {where})")
+
+
+def check_net_arch(net_arch: Any, *, where: str) -> None:
+    """Check a ``net_arch``: a list of layer widths, or a mapping of such lists (``pi`` / ``vf`` / ``qf``), with at
+    most :data:`MAX_HIDDEN_LAYERS` layers of at most :data:`MAX_LAYER_WIDTH` units."""
+    lists = net_arch.items() if isinstance(net_arch, dict) else [("", net_arch)]
+    for key, layers in lists:
+        name = f"policy_kwargs net_arch{f'[{key!r}]' if key else ''}"
+        if not isinstance(layers, (list, tuple)):
+            raise ValueError(f"{name} must be a list of layer widths (or a dict of such lists), got {layers!r} (in {where})")
+        if len(layers) > MAX_HIDDEN_LAYERS:
+            raise ValueError(f"{name} must have at most {MAX_HIDDEN_LAYERS} layers (MAX_HIDDEN_LAYERS), got "
+                             f"{len(layers)} (in {where})")
+        for width in layers:
+            _check_width(f"a layer of {name}", width, where=where)
+
+
+def check_block_values(block: Mapping[str, Any], *, where: str) -> None:
+    """Check the types and sizes of the settings rl-zoo3 itself consumes, before it builds anything from them.
+
+    ``n_envs`` (<= :data:`MAX_N_ENVS`), ``n_timesteps`` (<= :data:`MAX_N_TIMESTEPS`), ``n_steps`` with
+    ``n_steps * n_envs`` and ``batch_size`` (<= :data:`MAX_ROLLOUT_TRANSITIONS`), ``buffer_size``
+    (<= :data:`MAX_BUFFER_SIZE`) must be numbers of those sizes (an integral float such as ``1e6`` counts as an
+    integer); the :data:`MAPPING_KEYS` mappings; ``normalize`` a boolean or a mapping; ``policy_kwargs``'
+    ``net_arch`` and ``lstm_hidden_size`` within :data:`MAX_HIDDEN_LAYERS` / :data:`MAX_LAYER_WIDTH`. Run it on
+    the block after :func:`preprocess_block`, which turns expression strings into values.
+
+    :param block: one config block, after merges, command-line overrides and :func:`preprocess_block`.
+    :param where: where the block comes from, used in the messages.
+    :raises ValueError: naming the setting, its value and the rule (and the limit's name).
+    """
+    n_envs = _checked(check_int, "n_envs", block.get("n_envs", 1), minimum=1, where=where)
+    if n_envs > MAX_N_ENVS:
+        raise ValueError(f"n_envs must be <= {MAX_N_ENVS} (MAX_N_ENVS), got {block['n_envs']!r} (in {where})")
+    if "n_timesteps" in block:
+        _checked(check_number, "n_timesteps", block["n_timesteps"], low=1, high=MAX_N_TIMESTEPS, where=where)
+    if "n_steps" in block:
+        n_steps = _checked(check_int, "n_steps", block["n_steps"], minimum=1, where=where)
+        if n_steps * n_envs > MAX_ROLLOUT_TRANSITIONS:
+            raise ValueError(
+                f"n_steps * n_envs must be <= {MAX_ROLLOUT_TRANSITIONS} transitions per rollout "
+                f"(MAX_ROLLOUT_TRANSITIONS), got {n_steps} * {n_envs} = {n_steps * n_envs} (in {where})"
+            )
+    for name, maximum, limit in (("batch_size", MAX_ROLLOUT_TRANSITIONS, "MAX_ROLLOUT_TRANSITIONS"),
+                                 ("buffer_size", MAX_BUFFER_SIZE, "MAX_BUFFER_SIZE")):
+        if name in block and _checked(check_int, name, block[name], minimum=1, where=where) > maximum:
+            raise ValueError(f"{name} must be <= {maximum} ({limit}), got {block[name]!r} (in {where})")
+    for name in MAPPING_KEYS:
+        if block.get(name) is not None and not isinstance(block[name], dict):
+            raise ValueError(f"{name} must be a mapping (or a dict(...) string), got {block[name]!r} (in {where})")
+    if "normalize" in block and not isinstance(block["normalize"], (bool, dict)):
+        raise ValueError(f"normalize must be true, false or a mapping of VecNormalize arguments, got "
+                         f"{block['normalize']!r} (in {where})")
+    policy_kwargs = block.get("policy_kwargs") or {}
+    if policy_kwargs.get("net_arch") is not None:
+        check_net_arch(policy_kwargs["net_arch"], where=where)
+    if policy_kwargs.get("lstm_hidden_size") is not None:
+        _check_width("policy_kwargs lstm_hidden_size", policy_kwargs["lstm_hidden_size"], where=where)
 
 
 def valid_keys(algorithm: type) -> frozenset[str]:
@@ -178,15 +298,17 @@ def load_run_yaml(path: str) -> Any:
     """Read a run's ``config.yml`` / ``args.yml`` without running code.
 
     rl-zoo3 reads these with PyYAML's unsafe loader, which builds any Python object a tag names. Here only plain
-    YAML and ``!!python/object/apply:collections.OrderedDict`` (what plain rl-zoo3 writes) are accepted.
+    YAML and ``!!python/object/apply:collections.OrderedDict`` (what plain rl-zoo3 writes) are accepted, within the
+    size, nesting and alias limits of :mod:`sb3_ppo_ext.zoo.safe_yaml`.
 
-    :raises ValueError: for any other Python tag or invalid YAML.
+    :raises ValueError: for any other Python tag, invalid YAML or a broken limit.
     """
-    with open(path) as file:
-        try:
-            return yaml.load(file, Loader=_RunFileLoader)  # a SafeLoader subclass: no arbitrary tags
-        except yaml.YAMLError as error:
-            raise ValueError(f"{path} is not plain YAML (Python tags other than OrderedDict are refused): {error}") from None
+    text = read_yaml_text(path)
+    check_yaml_limits(text, where=path)
+    try:
+        return yaml.load(text, Loader=_RunFileLoader)  # a SafeLoader subclass: no arbitrary tags
+    except yaml.YAMLError as error:
+        raise ValueError(f"{path} is not plain YAML (Python tags other than OrderedDict are refused): {error}") from None
 
 
 def check_run_folder(stats_path: str) -> None:
@@ -204,3 +326,14 @@ def check_run_folder(stats_path: str) -> None:
         content = load_run_yaml(path)
         if name == "config.yml" and isinstance(content, Mapping) and isinstance(content.get("normalize"), str):
             parse_expression(content["normalize"], what=f"normalize in {path}")
+
+
+def checked_get_saved_hyperparams(stats_path: str, *args: Any, **kwargs: Any) -> tuple[dict[str, Any], str | None]:
+    """rl-zoo3's ``get_saved_hyperparams`` after :func:`check_run_folder` on the same ``stats_path``.
+
+    rl-zoo3's enjoy / record_video call this function on the run's parameter folder to read its ``config.yml``, then
+    read ``args.yml`` from the same folder; swapped in for it, the check (of both files) sees exactly the folder that
+    is loaded, however the command line named it (``-f X``, ``--folder=X``, ``--exp-id``, defaults).
+    """
+    check_run_folder(stats_path)
+    return zoo_get_saved_hyperparams(stats_path, *args, **kwargs)
