@@ -129,6 +129,9 @@ def test_fused_adam_only_inside_the_block_and_only_where_the_user_chose_nothing(
         assert optimizer.param_groups[0]["fused"] is True
         assert not optimizer.param_groups[1]["fused"]  # the user asked for foreach: left alone
     assert [group["fused"] for group in optimizer.param_groups] == [None, None]  # restored: saved states stay plain
+    for_loop = th.optim.Adam(network.parameters(), lr=1e-3, fused=False)
+    with fused_adam(for_loop):
+        assert for_loop.param_groups[0]["fused"] is False  # the user asked for the for-loop kernel (SB3's): left alone
     sgd = th.optim.SGD(network.parameters(), lr=0.1)
     with fused_adam(sgd):
         assert "fused" not in sgd.param_groups[0] or not sgd.param_groups[0]["fused"]

@@ -145,7 +145,7 @@ def test_direct_buffer_writes_equal_rollout_buffer_add(observation_space, action
 def test_numpy_actor_matches_torch_policy(space_env, kwargs, net_arch, joint):
     model = PPO("MlpPolicy", space_env(), policy_kwargs=dict(net_arch=net_arch), seed=1, **kwargs)
     policy = model.policy
-    actor = NumpyActorCritic.from_policy(policy, np.random.default_rng(0))
+    actor = NumpyActorCritic.from_policy(policy)
     assert actor is not None
     assert (actor.joint_layers is not None) == joint
     obs = np.stack([model.observation_space.sample() for _ in range(6)]).astype(np.float32)
@@ -168,7 +168,7 @@ def test_numpy_actor_samples_the_policy_distribution():
     model = PPO("MlpPolicy", IdentityEnv(3), policy_kwargs=dict(net_arch=[8]), seed=3)
     with th.no_grad():
         model.policy.action_net.weight.mul_(10)  # a peaked, non-uniform distribution
-    actor = NumpyActorCritic.from_policy(model.policy, np.random.default_rng(0))
+    actor = NumpyActorCritic.from_policy(model.policy)
     obs = np.repeat(model.observation_space.sample()[None].astype(np.float32), 20_000, axis=0)
     actions, _, _ = actor.act(obs)
     with th.no_grad():
@@ -177,13 +177,40 @@ def test_numpy_actor_samples_the_policy_distribution():
     np.testing.assert_allclose(frequencies, probs, atol=0.015)
 
     model = PPO("MlpPolicy", IdentityEnvBox(-1, 1), policy_kwargs=dict(net_arch=[8], log_std_init=-1.0), seed=3)
-    actor = NumpyActorCritic.from_policy(model.policy, np.random.default_rng(0))
+    actor = NumpyActorCritic.from_policy(model.policy)
     obs = np.repeat(np.array([[0.3]], dtype=np.float32), 20_000, axis=0)
     actions, _, _ = actor.act(obs)
     with th.no_grad():
         mean = model.policy.get_distribution(th.as_tensor(obs[:1])).distribution.mean.item()
     assert actions.mean() == pytest.approx(mean, abs=0.01)
     assert actions.std() == pytest.approx(np.exp(-1.0), rel=0.03)
+
+
+@pytest.mark.parametrize("n_rows", [1, 5])
+@pytest.mark.parametrize(
+    "make_env", [lambda: IdentityEnv(4), lambda: IdentityEnvMultiDiscrete(3), lambda: IdentityEnvMultiBinary(3),
+                 lambda: IdentityEnvBox(-1, 1)],
+    ids=["categorical", "multi-categorical", "bernoulli", "gaussian"],
+)
+def test_numpy_actor_draws_what_the_torch_policy_draws(make_env, n_rows):
+    """From the same state of torch's generator, the numpy actor samples the torch policy's actions and leaves the
+    generator where the torch policy leaves it."""
+    model = PPO("MlpPolicy", make_env(), policy_kwargs=TINY, seed=0)
+    actor = NumpyActorCritic.from_policy(model.policy)
+    obs = np.stack([model.observation_space.sample() for _ in range(n_rows)])
+    for seed in range(20):
+        th.manual_seed(seed)
+        actions, _, log_probs = actor.act(obs)
+        after_actor = th.rand(3)
+        th.manual_seed(seed)
+        with th.no_grad():
+            actions_t, _, log_probs_t = model.policy(model.policy.obs_to_tensor(obs)[0])
+        assert th.equal(th.rand(3), after_actor)
+        if isinstance(model.action_space, spaces.Box):
+            np.testing.assert_allclose(actions, actions_t.numpy(), rtol=0, atol=1e-6)
+        else:
+            np.testing.assert_array_equal(actions, actions_t.numpy())
+        np.testing.assert_allclose(log_probs, log_probs_t.numpy(), rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize(
@@ -328,6 +355,76 @@ def test_bad_hyperparameters_raise_value_error(kwargs, names):
         PPO("MlpPolicy", "CartPole-v1", **params)
     for name in names:
         assert name in str(error.value)
+    assert isinstance(error.value, AssertionError)  # what SB3's asserts raise: `except AssertionError` still works
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"batch_size": 1},  # SB3: "`batch_size` must be greater than 1"
+    {"n_steps": 1, "batch_size": 2},  # SB3: "`n_steps * n_envs` must be greater than 1"
+    {"clip_range_vf": -0.1},  # SB3: "`clip_range_vf` must be positive"
+])
+def test_settings_sb3_asserts_on_raise_assertion_errors_too(kwargs):
+    from stable_baselines3 import PPO as SB3PPO
+
+    params = dict(n_steps=64, batch_size=32) | kwargs
+    with pytest.raises(AssertionError):
+        SB3PPO("MlpPolicy", "CartPole-v1", **params)
+    with pytest.raises(AssertionError, match="|".join(kwargs)):
+        PPO("MlpPolicy", "CartPole-v1", **params)
+
+
+def test_integral_floats_are_ints_and_others_are_refused_by_name():
+    """YAML gives ``2048.0`` or ``1e3`` for integers: taken as ints; non-integral values and bools are refused."""
+    model = PPO("MlpPolicy", "Pendulum-v1", n_steps=64.0, batch_size=32.0, n_epochs=2.0, use_sde=True, sde_sample_freq=4.0,
+                stats_window_size=1e1, policy_kwargs=TINY, seed=0)
+    for name, value in (("n_steps", 64), ("batch_size", 32), ("n_epochs", 2), ("sde_sample_freq", 4), ("_stats_window_size", 10)):
+        assert getattr(model, name) == value and type(getattr(model, name)) is int, name
+    model.learn(1.28e2)
+    assert model.num_timesteps == 128 and model._n_updates == 4
+    for name, value in (("n_steps", 64.5), ("batch_size", 32.5), ("n_epochs", True), ("stats_window_size", 10.5)):
+        with pytest.raises(ValueError, match=f"{name} must be an integer, got {value!r}"):
+            PPO("MlpPolicy", "Pendulum-v1", **(dict(n_steps=64, batch_size=32) | {name: value}))
+
+
+def _warnings(algorithm, *args, **kwargs) -> list[tuple[type, str]]:
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        algorithm(*args, **kwargs)
+    return [(warning.category, str(warning.message)) for warning in caught]
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(n_steps=50, batch_size=16),  # truncated last minibatch
+    dict(n_steps=64, batch_size=32, device="meta"),  # not on the CPU with an MLP policy ("meta": no GPU needed)
+    dict(n_steps=64, batch_size=32, policy_kwargs=dict(net_arch=[dict(pi=[8], vf=[8])])),  # pre-1.8 net_arch format
+], ids=["truncated-minibatch", "mlp-off-cpu", "old-net-arch"])
+def test_sb3_warnings_in_the_same_situations_with_the_same_text(kwargs):
+    from stable_baselines3 import PPO as SB3PPO
+    from stable_baselines3.common.env_util import make_vec_env
+
+    theirs = _warnings(SB3PPO, "MlpPolicy", make_vec_env("CartPole-v1", n_envs=2), **kwargs)
+    ours = _warnings(PPO, "MlpPolicy", make_vec_env("CartPole-v1", n_envs=2), **kwargs)
+    assert theirs and ours == theirs
+
+
+def test_compiled_policy_takes_the_torch_paths():
+    """``model.policy = th.compile(model.policy)`` (SB3's docs): an ``OptimizedModule`` that forwards attributes to
+    the policy it wraps; neither fast path can mirror it, so both fall back (``tests/test_parity.py`` compares the run
+    with SB3's under the default backend)."""
+    model = PPO("MlpPolicy", "CartPole-v1", n_steps=64, batch_size=32, n_epochs=1, policy_kwargs=TINY, seed=0)
+    model.policy = th.compile(model.policy, backend="eager")
+    assert model._direct_head() is None and not NumpyActorCritic.supports(model.policy)
+    model.learn(64)
+    assert model._n_updates == 1
+
+
+def test_numpy_actor_only_mirrors_float32_policies():
+    model = PPO("MlpPolicy", "Pendulum-v1", policy_kwargs=TINY, seed=0)
+    assert NumpyActorCritic.supports(model.policy)
+    model.policy.double()
+    assert not NumpyActorCritic.supports(model.policy)
 
 
 def test_progress_bar_runs():
@@ -394,7 +491,7 @@ def test_gsde_numpy_actions_equal_the_torch_policy(n_envs):
     model = PPO("MlpPolicy", IdentityEnvBox(-1, 1), use_sde=True, policy_kwargs=dict(net_arch=[32, 32], log_std_init=-1),
                 seed=2)
     model.policy.reset_noise(n_envs)
-    actor = NumpyActorCritic.from_policy(model.policy, np.random.default_rng(0))
+    actor = NumpyActorCritic.from_policy(model.policy)
     obs = np.stack([model.observation_space.sample() for _ in range(n_envs)]).astype(np.float32)
     actions, values, log_probs = actor.act(obs)
     with th.no_grad():
@@ -404,11 +501,9 @@ def test_gsde_numpy_actions_equal_the_torch_policy(n_envs):
     np.testing.assert_allclose(log_probs, log_probs_t.numpy(), atol=1e-5)
 
 
-def test_update_is_identical_to_sb3_ppo(monkeypatch):
-    """Same weights, optimizer state, rollout and minibatch order: one update of ours equals one of SB3's PPO.
-
-    SB3 shuffles with numpy's global generator and we with torch's; the test makes ours draw the very permutations
-    SB3 draws, so that only the maths is compared (several minibatches and epochs, gSDE, value clipping)."""
+def test_update_is_identical_to_sb3_ppo():
+    """Same weights, optimizer state, rollout and numpy seed: one update of ours equals one of SB3's PPO (several
+    minibatches and epochs, gSDE, value clipping). Both shuffle with numpy's global generator."""
     import copy
 
     from stable_baselines3 import PPO as SB3PPO
@@ -428,8 +523,7 @@ def test_update_is_identical_to_sb3_ppo(monkeypatch):
     before = copy.deepcopy(theirs.policy.state_dict())
     np.random.seed(7)
     theirs.train()
-    permutations = np.random.RandomState(7)  # the sequence numpy's global generator gave SB3, one per epoch
-    monkeypatch.setattr(th, "randperm", lambda n, device=None: th.as_tensor(permutations.permutation(n)))
+    np.random.seed(7)
     ours.train()
     for name, value in theirs.policy.state_dict().items():
         moved = (value - before[name]).abs().max().item()

@@ -6,8 +6,22 @@ PyBullet step. The same maths on a handful of small float32 numpy arrays costs a
 weights do not change during a rollout, so they are copied once per rollout.
 
 Only the standard building blocks are mirrored (``FlattenExtractor``, ``MlpExtractor`` with common activations,
-Gaussian / gSDE / categorical / multi-categorical / Bernoulli heads); :meth:`NumpyActorCritic.from_policy` returns
-``None`` for anything else and the algorithm then collects with the torch policy, exactly as SB3 does.
+float32 weights, Gaussian / gSDE / categorical / multi-categorical / Bernoulli heads); :meth:`NumpyActorCritic.from_policy`
+returns ``None`` for anything else and the algorithm then collects with the torch policy, exactly as SB3 does.
+
+Same seed, same actions: the randomness comes from torch's global generator on the policy's device, drawn exactly as
+SB3's ``policy(obs)`` draws it (same calls, shapes and order), and only the arithmetic around it runs in numpy:
+
+- Gaussian (``Normal.rsample``): ``mean + eps * std`` with ``eps = torch.empty(shape).normal_()``.
+- gSDE: no draw per step (the exploration matrices come from ``policy.reset_noise``, in torch).
+- categorical (``Categorical.sample`` is ``torch.multinomial(probs, 1)``, which draws ``q ~ Exp(1)`` of the shape of
+  ``probs`` and returns ``argmax(probs / q)``): the same ``q`` and argmax, one draw per sub-action for multi-categorical.
+- Bernoulli (``torch.bernoulli(probs)``): the same call on the numpy probabilities.
+
+So the actions equal the torch policy's up to float32 rounding of the network's outputs (numpy's and torch's matmuls
+sum in different orders): Gaussian actions differ in the last bits, and a discrete action can differ only where the
+drawn noise falls within that rounding of a category boundary (no such case in 4 x 10^6 draws of each discrete head).
+Log-probabilities and values equal the torch policy's to float32 rounding.
 """
 
 from __future__ import annotations
@@ -110,28 +124,29 @@ def _joint_layers(actor: list[Layer], critic: list[Layer], max_width: int = 128)
     return joint
 
 
-def _log_softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+def _normalized_logits(logits: np.ndarray) -> np.ndarray:
+    """Log-probabilities as ``torch.distributions.Categorical`` normalises its logits: ``logits - logsumexp(logits)``,
+    with torch's ``logsumexp`` (``log(sum(exp(x - max))) + max``)."""
+    maximum = logits.max(axis=-1, keepdims=True)
+    return logits - (np.log(np.exp(logits - maximum).sum(axis=-1, keepdims=True)) + maximum)
 
 
-def _sample_categorical(log_probs: np.ndarray, uniform: np.ndarray) -> np.ndarray:
-    """Inverse-CDF sampling, one category per row."""
-    cumulative = np.cumsum(np.exp(log_probs), axis=-1)
-    choice = (uniform[:, None] * cumulative[:, -1:] > cumulative).sum(axis=-1)
-    return np.minimum(choice, log_probs.shape[-1] - 1)
+def _gaussian_log_prob(noise: np.ndarray, log_std: np.ndarray) -> np.ndarray:
+    """The log-density of ``mean + std * noise`` under ``Normal(mean, std)``, summed over the action dimensions (equal
+    to ``Normal.log_prob`` to float32 rounding)."""
+    return -(0.5 * noise * noise + log_std + _HALF_LOG_2PI).sum(axis=-1)
 
 
 class NumpyActorCritic:
     """Float32 numpy mirror of a standard ``ActorCriticPolicy``, refreshed at the start of each rollout.
 
     :param policy: the torch policy to mirror (read only).
-    :param rng: numpy generator for action noise (seeded from torch's generator by the caller).
     """
 
-    def __init__(self, policy: ActorCriticPolicy, rng: np.random.Generator) -> None:
+    def __init__(self, policy: ActorCriticPolicy) -> None:
         self.policy = policy
-        self.rng = rng
+        self.device = policy.device  # where SB3's policy draws its noise: that device's generator
+        self._noise_buffers: dict[tuple[int, ...], tuple[th.Tensor, np.ndarray | None]] = {}
         extractor = policy.mlp_extractor
         self.pi_layers = _mlp_layers(extractor.policy_net)
         self.vf_layers = _mlp_layers(extractor.value_net)
@@ -152,10 +167,14 @@ class NumpyActorCritic:
             sizes = observation_space.nvec.reshape(-1)
             self.one_hot_offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]) - observation_space.start.reshape(-1)
             self.one_hot_size = int(sizes.sum())
-        self.log_std: np.ndarray | None = None
+        self.std: np.ndarray | None = None
         self.sde_std: np.ndarray | None = None
         if isinstance(self.action_dist, DiagGaussianDistribution):
-            self.log_std = policy.log_std.detach().cpu().numpy().astype(np.float32)
+            # DiagGaussianDistribution's scale, exp(log_std), computed by torch (once per rollout) so that the actions'
+            # mean + noise * scale has SB3's operands.
+            with th.no_grad():
+                self.std = policy.log_std.exp().cpu().numpy()
+            self.log_std = policy.log_std.detach().cpu().numpy()
         elif isinstance(self.action_dist, StateDependentNoiseDistribution):
             with th.no_grad():
                 self.sde_std = self.action_dist.get_std(policy.log_std).cpu().numpy().astype(np.float32)
@@ -194,6 +213,8 @@ class NumpyActorCritic:
             return False
         if policy.squash_output:
             return False
+        if any(parameter.dtype != th.float32 for parameter in policy.parameters()):
+            return False  # the mirror computes in float32; SB3 would also draw float64 noise
         try:
             _mlp_layers(policy.mlp_extractor.policy_net)
             _mlp_layers(policy.mlp_extractor.value_net)
@@ -202,9 +223,37 @@ class NumpyActorCritic:
         return type(policy.action_net) is nn.Linear and type(policy.value_net) is nn.Linear
 
     @classmethod
-    def from_policy(cls, policy: ActorCriticPolicy, rng: np.random.Generator) -> NumpyActorCritic | None:
+    def from_policy(cls, policy: ActorCriticPolicy) -> NumpyActorCritic | None:
         """A mirror of ``policy``, or ``None`` when the policy uses a block not mirrored here."""
-        return cls(policy, rng) if cls.supports(policy) else None
+        return cls(policy) if cls.supports(policy) else None
+
+    def _draw(self, shape: tuple[int, ...], fill: Callable[[th.Tensor], th.Tensor]) -> np.ndarray:
+        """``fill`` (an in-place sampler such as ``Tensor.normal_``) applied to a float32 tensor of ``shape`` on the
+        policy's device, as a numpy array. The tensor is kept and refilled at the next draw of that shape (what a draw
+        gives depends on the shape and the generator, not on the tensor it fills); on the CPU its numpy view is kept
+        too, so a draw costs only the sampling. The array is valid until the next draw of that shape."""
+        buffers = self._noise_buffers.get(shape)
+        if buffers is None:
+            tensor = th.empty(shape, dtype=th.float32, device=self.device)
+            buffers = self._noise_buffers[shape] = (tensor, tensor.numpy() if tensor.device.type == "cpu" else None)
+        tensor, view = buffers
+        fill(tensor)
+        return view if view is not None else tensor.cpu().numpy()
+
+    def _standard_normal(self, shape: tuple[int, ...]) -> np.ndarray:
+        """``torch.distributions.utils._standard_normal``: the noise of ``Normal.rsample``, from torch's generator."""
+        return self._draw(shape, th.Tensor.normal_)
+
+    def _sample_categorical(self, log_probs: np.ndarray) -> np.ndarray:
+        """One category per row, as ``torch.multinomial(probs, 1, replacement=True)`` draws it: ``argmax(probs / q)``
+        with ``q = torch.empty_like(probs).exponential_()`` (the same draw from torch's generator)."""
+        exponential = self._draw(log_probs.shape, th.Tensor.exponential_)
+        return np.argmax(np.exp(log_probs) / exponential, axis=-1)
+
+    def _sample_bernoulli(self, probs: np.ndarray) -> np.ndarray:
+        """``torch.bernoulli(probs)`` (which fills ``empty_like(probs)`` with ``bernoulli_(probs)``)."""
+        probs_tensor = th.from_numpy(probs).to(self.device)
+        return self._draw(probs.shape, lambda tensor: tensor.bernoulli_(probs_tensor)).copy()
 
     def refresh_noise(self) -> None:
         """Copy gSDE's exploration matrices after ``policy.reset_noise()`` resampled them."""
@@ -243,10 +292,10 @@ class NumpyActorCritic:
             params = _forward(self.action_layer, latent_pi)
         n = len(features)
         dist = self.action_dist
-        if self.log_std is not None:
-            noise = self.rng.standard_normal(params.shape, dtype=np.float32)
-            actions = params + np.exp(self.log_std) * noise
-            log_probs = -(0.5 * noise * noise + self.log_std + _HALF_LOG_2PI).sum(axis=-1)
+        if self.std is not None:
+            noise = self._standard_normal(params.shape)
+            actions = params + noise * self.std  # Normal.rsample: loc + eps * scale
+            log_probs = _gaussian_log_prob(noise, self.log_std)
         elif self.sde_std is not None:
             std = np.sqrt((latent_pi * latent_pi) @ (self.sde_std * self.sde_std) + dist.epsilon)
             if n == 1 or n != len(self.exploration_matrices):
@@ -254,26 +303,26 @@ class NumpyActorCritic:
             else:
                 noise = np.einsum("bi,bij->bj", latent_pi, self.exploration_matrices)
             actions = params + noise
-            scaled = noise / std
-            log_probs = -(0.5 * scaled * scaled + np.log(std) + _HALF_LOG_2PI).sum(axis=-1)
+            log_probs = _gaussian_log_prob(noise / std, np.log(std))
         elif isinstance(dist, CategoricalDistribution):
-            log_p = _log_softmax(params)
-            actions = _sample_categorical(log_p, self.rng.random(n))
+            log_p = _normalized_logits(params)
+            actions = self._sample_categorical(log_p)
             log_probs = log_p[np.arange(n), actions]
         elif isinstance(dist, MultiCategoricalDistribution):
             columns, log_probs = [], np.zeros(n, dtype=np.float32)
             start = 0
             for size in dist.action_dims:
-                log_p = _log_softmax(params[:, start : start + size])
-                choice = _sample_categorical(log_p, self.rng.random(n))
+                log_p = _normalized_logits(params[:, start : start + size])
+                choice = self._sample_categorical(log_p)
                 log_probs += log_p[np.arange(n), choice]
                 columns.append(choice)
                 start += size
             actions = np.stack(columns, axis=1)
         else:  # Bernoulli
+            probs = 1.0 / (1.0 + np.exp(-params))
+            actions = self._sample_bernoulli(probs)
             log_p1 = -np.logaddexp(0.0, -params)
             log_p0 = -np.logaddexp(0.0, params)
-            actions = (self.rng.random(params.shape) < np.exp(log_p1)).astype(np.float32)
             log_probs = np.where(actions > 0.5, log_p1, log_p0).sum(axis=-1)
         actions = actions.reshape((-1, *self.action_shape))
         return actions, values.astype(np.float32, copy=False), log_probs.astype(np.float32, copy=False)

@@ -33,14 +33,15 @@ def _fused_kernel_devices() -> set[str]:
 @contextmanager
 def fused_adam(optimizer: th.optim.Optimizer) -> Iterator[None]:
     """Inside the block, the Adam/AdamW parameter groups that can run torch's fused kernel run it (the same maths, one
-    kernel for all tensors); their ``fused`` setting is restored afterwards, so that saved optimizer states stay as
-    the user made them. Left alone: groups where the user chose ``fused``, ``foreach`` or ``differentiable``, and
-    parameters on a device without a fused kernel."""
+    kernel for all tensors, rounded differently from the default for-loop kernel in the last bit of a few values);
+    their ``fused`` setting is restored afterwards, so that saved optimizer states stay as the user made them. Left
+    alone: groups where the user chose ``fused`` or ``foreach`` (``True`` or ``False``: ``fused=False`` keeps SB3's
+    kernel, bit for bit) or ``differentiable``, and parameters on a device without a fused kernel."""
     groups = []
     if type(optimizer) in (th.optim.Adam, th.optim.AdamW):
         devices = _fused_kernel_devices()
         for group in optimizer.param_groups:
-            if group.get("fused") or group.get("foreach") or group.get("differentiable"):
+            if group.get("fused") is not None or group.get("foreach") is not None or group.get("differentiable"):
                 continue
             if all(p.device.type in devices and p.is_floating_point() for p in group["params"]):
                 groups.append((group, group.get("fused")))

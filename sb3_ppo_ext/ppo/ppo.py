@@ -12,11 +12,6 @@ import torch as th
 from gymnasium import spaces
 from stable_baselines3.common.buffers import DictRolloutBuffer, RolloutBuffer
 from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.distributions import (
-    CategoricalDistribution,
-    DiagGaussianDistribution,
-    StateDependentNoiseDistribution,
-)
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.policies import ActorCriticCnnPolicy, ActorCriticPolicy, BasePolicy, MultiInputActorCriticPolicy
 from stable_baselines3.common.save_util import load_from_zip_file
@@ -25,12 +20,12 @@ from stable_baselines3.common.utils import FloatSchedule, explained_variance
 from stable_baselines3.common.vec_env import VecEnv
 from torch.nn import functional as F
 
-from sb3_ppo_ext.ppo import actor_critic_groups
+from sb3_ppo_ext.ppo import actor_critic_groups, direct_evaluation
 from sb3_ppo_ext.ppo.adaptive import adapt_kl_coef, adapt_learning_rate
 from sb3_ppo_ext.ppo.kl import AnalyticKL, DistributionParams, k3_kl
 from sb3_ppo_ext.ppo.numpy_policy import NumpyActorCritic
 from sb3_ppo_ext.ppo.optim import ClippedStep, fused_adam
-from sb3_ppo_ext.validation import check_choice, check_int, check_number, check_positive
+from sb3_ppo_ext.validation import HyperparameterError, check_choice, check_int, check_number, check_positive
 
 SelfPPO = TypeVar("SelfPPO", bound="PPO")
 
@@ -68,7 +63,6 @@ def _add_to_rollout_buffer(
 
 OBJECTIVES = ("clip", "kl_penalty", "clip_kl_penalty")
 LR_KL_CADENCES = ("minibatch", "epoch")
-_LOG_SQRT_2PI = 0.5 * float(np.log(2.0 * np.pi))
 
 
 class _PackedRollout:
@@ -111,6 +105,8 @@ class _PackedRollout:
             yield self._unpack(shuffled[start : start + batch_size])
 
     def _unpack(self, rows: th.Tensor) -> tuple[RolloutBufferSamples, DistributionParams | None]:
+        # Fields are strided views of ``rows``. The advantages are made contiguous: their mean and std (advantage
+        # normalisation) would otherwise be summed in another order than over SB3's contiguous minibatch.
         parts = th.split(rows, self.widths, dim=1)
         observations, actions, old_values, old_log_prob, advantages, returns = parts[:6]
         samples = RolloutBufferSamples(
@@ -118,7 +114,7 @@ class _PackedRollout:
             actions.reshape(-1, *self.action_shape),
             old_values.flatten(),
             old_log_prob.flatten(),
-            advantages.flatten(),
+            advantages.flatten().contiguous(),
             returns.flatten(),
         )
         return samples, (tuple(parts[6:]) if self.n_params else None)
@@ -143,7 +139,9 @@ class PPO(OnPolicyAlgorithm):
 
     Collection and update are written for speed with identical maths: a numpy copy of standard MLP policies acts
     during collection, the update computes Gaussian and categorical log-probabilities directly and iterates over
-    tensors built once per update, and Adam runs its fused kernel when available.
+    tensors built once per update, and Adam runs its fused kernel when available. Every random number is drawn as SB3's
+    PPO draws it (action noise from torch's generator, minibatch order from numpy's), so the same seed gives SB3's run
+    to float32 rounding (``tests/test_parity.py``).
 
     :param policy: The policy model to use (MlpPolicy, CnnPolicy, MultiInputPolicy, or a policy class)
     :param env: The environment to learn from (if registered in Gym, can be str)
@@ -307,12 +305,16 @@ class PPO(OnPolicyAlgorithm):
     # ------------------------------------------------------------------ set-up
 
     def _validate_hyperparameters(self) -> None:
-        """Raise ``ValueError`` naming the parameter, the value and the rule for any invalid setting."""
+        """Raise :class:`HyperparameterError` (a ``ValueError`` and, like SB3's asserts, an ``AssertionError``) naming
+        the parameter, the value and the rule for any invalid setting. Integer settings given as integral floats
+        (``2048.0``, ``1e3``: YAML) are stored as ints."""
         if not callable(self.learning_rate):
             check_positive("learning_rate", self.learning_rate)
-        check_int("n_steps", self.n_steps, minimum=1)
-        check_int("batch_size", self.batch_size, minimum=1)
-        check_int("n_epochs", self.n_epochs, minimum=1)
+        self.n_steps = check_int("n_steps", self.n_steps, minimum=1)
+        self.batch_size = check_int("batch_size", self.batch_size, minimum=1)
+        self.n_epochs = check_int("n_epochs", self.n_epochs, minimum=1)
+        self.sde_sample_freq = check_int("sde_sample_freq", self.sde_sample_freq, minimum=-1)
+        self._stats_window_size = check_int("stats_window_size", self._stats_window_size, minimum=1)
         check_number("gamma", self.gamma, low=0.0, high=1.0)
         check_number("gae_lambda", self.gae_lambda, low=0.0, high=1.0)
         if not callable(self.clip_range):
@@ -324,9 +326,8 @@ class PPO(OnPolicyAlgorithm):
         check_positive("max_grad_norm", self.max_grad_norm)
         if self.target_kl is not None:
             check_positive("target_kl", self.target_kl)
-        check_int("sde_sample_freq", self.sde_sample_freq, minimum=-1)
         if self.normalize_advantage and self.batch_size < 2:
-            raise ValueError(
+            raise HyperparameterError(
                 f"batch_size must be > 1 when normalize_advantage=True (advantages are normalised per minibatch), "
                 f"got {self.batch_size}"
             )
@@ -334,7 +335,7 @@ class PPO(OnPolicyAlgorithm):
         check_positive("kl_coef_min", self.kl_coef_min)
         check_positive("kl_coef_max", self.kl_coef_max)
         if self.kl_coef_min > self.kl_coef_max:
-            raise ValueError(f"kl_coef_min must be <= kl_coef_max, got {self.kl_coef_min} > {self.kl_coef_max}")
+            raise HyperparameterError(f"kl_coef_min must be <= kl_coef_max, got {self.kl_coef_min} > {self.kl_coef_max}")
         check_number("kl_coef", self.kl_coef, low=0.0)
         if self.kl_penalty_target is not None:
             check_positive("kl_penalty_target", self.kl_penalty_target)
@@ -342,7 +343,7 @@ class PPO(OnPolicyAlgorithm):
         check_number("kl_penalty_tolerance", self.kl_penalty_tolerance, low=1.0, low_inclusive=False)
         check_number("kl_penalty_factor", self.kl_penalty_factor, low=1.0, low_inclusive=False)
         if self.objective == "kl_penalty" and self.kl_coef == 0.0 and self.kl_penalty_target is None:
-            raise ValueError(
+            raise HyperparameterError(
                 "objective='kl_penalty' with kl_coef=0 and kl_penalty_target=None has neither clipping nor a penalty: "
                 "set kl_coef > 0, a kl_penalty_target, or objective='clip'"
             )
@@ -353,7 +354,7 @@ class PPO(OnPolicyAlgorithm):
         check_positive("lr_min", self.lr_min)
         check_positive("lr_max", self.lr_max)
         if self.lr_min > self.lr_max:
-            raise ValueError(f"lr_min must be <= lr_max, got {self.lr_min} > {self.lr_max}")
+            raise HyperparameterError(f"lr_min must be <= lr_max, got {self.lr_min} > {self.lr_max}")
         if self.lr_kl_target is not None and not callable(self.learning_rate):
             check_number("learning_rate", self.learning_rate, low=self.lr_min, high=self.lr_max)
         check_choice("lr_kl_cadence", self.lr_kl_cadence, LR_KL_CADENCES)
@@ -363,11 +364,11 @@ class PPO(OnPolicyAlgorithm):
             check_positive("vf_max_grad_norm", self.vf_max_grad_norm)
         for name in ("fast_collect", "compile_update", "normalize_advantage"):
             if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+                raise HyperparameterError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.env is not None:
             buffer_size = self.env.num_envs * self.n_steps
             if self.batch_size > buffer_size:
-                raise ValueError(
+                raise HyperparameterError(
                     f"batch_size must be <= n_steps * n_envs (the rollout size, {self.n_steps} * {self.env.num_envs} = "
                     f"{buffer_size}), got {self.batch_size}"
                 )
@@ -456,8 +457,7 @@ class PPO(OnPolicyAlgorithm):
         """
         actor = None
         if self.fast_collect and not isinstance(self._last_obs, dict):
-            seed = int(th.randint(0, 2**62, (1,)).item())
-            actor = NumpyActorCritic.from_policy(self.policy, np.random.default_rng(seed))
+            actor = NumpyActorCritic.from_policy(self.policy)  # draws its noise from torch's generator, as SB3's policy
         if actor is None:
             return super().collect_rollouts(env, callback, rollout_buffer, n_rollout_steps)
 
@@ -529,7 +529,11 @@ class PPO(OnPolicyAlgorithm):
         if type(buffer) not in (RolloutBuffer, DictRolloutBuffer):
             return None
         if not buffer.generator_ready:
-            next(buffer.get(batch_size=None))  # SB3 flattens (n_steps, n_envs) -> (n_steps * n_envs) lazily in get()
+            # SB3 flattens (n_steps, n_envs) -> (n_steps * n_envs) lazily in get(), which also draws a permutation from
+            # numpy's global generator: put the generator back, so that the epochs draw what SB3's draw.
+            state = np.random.get_state()
+            next(buffer.get(batch_size=None))
+            np.random.set_state(state)
         return buffer._get_samples(np.arange(buffer.buffer_size * buffer.n_envs))
 
     def _epoch(
@@ -548,7 +552,8 @@ class PPO(OnPolicyAlgorithm):
             return
         size = len(data.advantages)
         fields = type(data)
-        permutation = th.randperm(size, device=self.device)
+        # SB3's minibatch order: RolloutBuffer.get draws np.random.permutation once per epoch.
+        permutation = th.as_tensor(np.random.permutation(size), device=self.device)
         if packed is not None:
             yield from packed.minibatches(permutation, self.batch_size)
             return
@@ -558,58 +563,20 @@ class PPO(OnPolicyAlgorithm):
             yield fields(*(_take(value, index) for value in data)), old
 
     def _direct_head(self) -> str | None:
-        """Which action head the update evaluates with direct tensor maths (no ``torch.distributions`` objects)."""
-        policy = self.policy
-        if type(policy).evaluate_actions is not ActorCriticPolicy.evaluate_actions:
-            return None
-        if type(policy)._get_action_dist_from_latent is not ActorCriticPolicy._get_action_dist_from_latent:
-            return None
-        if type(policy.action_dist) is DiagGaussianDistribution:
-            return "gaussian"
-        if type(policy.action_dist) is StateDependentNoiseDistribution and policy.action_dist.bijector is None:
-            return "gsde"
-        if type(policy.action_dist) is CategoricalDistribution:
-            return "categorical"
-        return None
+        """Which action head the update evaluates with direct tensor maths (:mod:`~sb3_ppo_ext.ppo.direct_evaluation`);
+        ``None``: through ``policy.evaluate_actions``, as SB3 does."""
+        return direct_evaluation.direct_head(self.policy)
 
     def _evaluate(
         self, observations: Any, actions: th.Tensor, head: str | None, analytic: AnalyticKL | None
     ) -> tuple[th.Tensor, th.Tensor, th.Tensor | None, DistributionParams | None]:
-        """Values, log-probabilities, entropy and the distribution parameters (for the analytic KL) of a minibatch.
-
-        The same maths as ``ActorCriticPolicy.evaluate_actions``; for Gaussian, gSDE and categorical heads it skips
-        building ``torch.distributions`` objects, whose argument validation dominates small-batch updates.
-        """
-        policy = self.policy
-        if head is None:
-            values, log_prob, entropy = policy.evaluate_actions(observations, actions)
-            params = analytic.params(policy.action_dist) if analytic is not None else None
-            return values.flatten(), log_prob, entropy, params
-        features = policy.extract_features(observations)
-        if policy.share_features_extractor:
-            latent_pi, latent_vf = policy.mlp_extractor(features)
-        else:
-            latent_pi = policy.mlp_extractor.forward_actor(features[0])
-            latent_vf = policy.mlp_extractor.forward_critic(features[1])
-        values = policy.value_net(latent_vf).flatten()
-        output = policy.action_net(latent_pi)
-        if head == "categorical":
-            log_p = F.log_softmax(output, dim=-1)
-            log_prob = log_p.gather(1, actions.long().view(-1, 1)).squeeze(1)
-            entropy = -(log_p.exp() * log_p).sum(dim=-1)
-            return values, log_prob, entropy, (output,)
-        if head == "gaussian":
-            log_std = policy.log_std.expand_as(output)
-            std = log_std.exp()
-        else:
-            latent_sde = latent_pi if policy.action_dist.learn_features else latent_pi.detach()
-            variance = th.mm(latent_sde**2, policy.action_dist.get_std(policy.log_std) ** 2)
-            std = th.sqrt(variance + policy.action_dist.epsilon)
-            log_std = th.log(std)
-        scaled = (actions - output) / std
-        log_prob = (-0.5 * scaled**2 - log_std - _LOG_SQRT_2PI).sum(dim=-1)
-        entropy = (0.5 + _LOG_SQRT_2PI + log_std).sum(dim=-1)
-        return values, log_prob, entropy, (output, std)
+        """Values, log-probabilities, entropy and the distribution parameters (for the analytic KL) of a minibatch,
+        as ``ActorCriticPolicy.evaluate_actions`` computes them (directly for the heads it mirrors)."""
+        if head is not None:
+            return direct_evaluation.evaluate_actions(self.policy, head, observations, actions)
+        values, log_prob, entropy = self.policy.evaluate_actions(observations, actions)
+        params = analytic.params(self.policy.action_dist) if analytic is not None else None
+        return values.flatten(), log_prob, entropy, params
 
     def _distribution_params(self, analytic: AnalyticKL, observations: Any, chunk: int = 4096) -> DistributionParams:
         """Parameters of the current policy's action distribution on ``observations``, without gradients."""
@@ -678,10 +645,11 @@ class PPO(OnPolicyAlgorithm):
         value_loss = F.mse_loss(rollout_data.returns, values_pred)
         entropy_loss = -th.mean(-log_prob) if entropy is None else -th.mean(entropy)
 
-        loss = policy_loss + kl_penalty_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
+        surrogate = policy_loss + kl_penalty_loss if self.uses_kl_penalty else policy_loss  # "clip": SB3's sum
+        loss = surrogate + self.ent_coef * entropy_loss + self.vf_coef * value_loss
 
         with th.no_grad():
-            approx_kl = k3_kl(log_ratio).mean()
+            approx_kl = ((ratio - 1) - log_ratio).mean()  # k3 written as SB3 writes it: the early stop decides alike
             clip_fraction = (th.abs(ratio - 1) > clip_range).float().mean()
             stats = th.stack([policy_loss, value_loss, entropy_loss, kl_penalty_loss, loss, kl, approx_kl, clip_fraction])
         return loss, stats
