@@ -328,7 +328,6 @@ def test_epoch_cadence_adapts_once_per_epoch():
     [
         ({"learning_rate": -1e-3}, ["learning_rate", "-0.001"]),
         ({"learning_rate": 0.0}, ["learning_rate"]),
-        ({"batch_size": 4096}, ["batch_size", "4096", "n_steps * n_envs"]),
         ({"batch_size": 1}, ["batch_size", "normalize_advantage"]),
         ({"n_epochs": 0}, ["n_epochs"]),
         ({"gamma": 1.5}, ["gamma", "1.5"]),
@@ -529,3 +528,15 @@ def test_update_is_identical_to_sb3_ppo():
         moved = (value - before[name]).abs().max().item()
         assert moved > 0
         assert (value - ours.policy.state_dict()[name]).abs().max().item() <= 1e-3 * moved + 1e-8, name
+
+
+def test_a_batch_size_above_the_rollout_warns_as_sb3_and_trains_on_the_whole_rollout():
+    from stable_baselines3 import PPO as SB3PPO
+
+    with pytest.warns(UserWarning) as ours:
+        model = PPO("MlpPolicy", "CartPole-v1", n_steps=16, batch_size=64, n_epochs=2, seed=0)
+    with pytest.warns(UserWarning) as sb3:
+        SB3PPO("MlpPolicy", "CartPole-v1", n_steps=16, batch_size=64, n_epochs=2, seed=0)
+    assert [str(w.message) for w in ours] == [str(w.message) for w in sb3]
+    model.learn(32)
+    assert model._n_updates == 4  # 2 rollouts x 2 epochs x one minibatch of 16

@@ -367,11 +367,8 @@ class PPO(OnPolicyAlgorithm):
                 raise HyperparameterError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.env is not None:
             buffer_size = self.env.num_envs * self.n_steps
-            if self.batch_size > buffer_size:
-                raise HyperparameterError(
-                    f"batch_size must be <= n_steps * n_envs (the rollout size, {self.n_steps} * {self.env.num_envs} = "
-                    f"{buffer_size}), got {self.batch_size}"
-                )
+            # As SB3: a batch_size above the rollout size only warns (below); each epoch is then one minibatch of the
+            # whole rollout.
             if buffer_size % self.batch_size > 0:
                 warnings.warn(
                     f"You have specified a mini-batch size of {self.batch_size}, but because the `RolloutBuffer` is of "
