@@ -21,6 +21,10 @@ except ImportError:  # pragma: no cover - other torch versions
     _global_optimizer_pre_hooks = _global_optimizer_post_hooks = None
 
 
+class NonFiniteGradientError(FloatingPointError):
+    """The gradients to clip have a non-finite total norm; no gradient was scaled and no step was taken."""
+
+
 def _fused_kernel_devices() -> set[str]:
     try:
         from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
@@ -72,6 +76,9 @@ class ClippedStep:
     :param max_norm: the maximum total 2-norm of the gradients (of all ``parameters`` together).
     :param clip_groups: instead of ``max_norm``, ``(number of parameters, max_norm)`` for each consecutive run of
         ``parameters``; the counts must add up to ``len(parameters)``.
+    :param error_if_nonfinite: ``clip_grad_norm_``'s option: raise (:class:`NonFiniteGradientError`) instead of
+        stepping when a total gradient norm is NaN or infinite, so that the weights stay as they were (costs one
+        device sync per step).
     """
 
     def __init__(
@@ -80,8 +87,10 @@ class ClippedStep:
         parameters: list[th.nn.Parameter],
         max_norm: float,
         clip_groups: Sequence[tuple[int, float]] | None = None,
+        error_if_nonfinite: bool = False,
     ) -> None:
         self.optimizer = optimizer
+        self.error_if_nonfinite = error_if_nonfinite
         self.parameters = parameters
         self.max_norm = float(max_norm)
         if clip_groups is None:
@@ -161,7 +170,12 @@ class ClippedStep:
         grads = [p.grad for p in self.parameters]
         if self._groups is None or any(grad is None for grad in grads):
             for rows, max_norm in self.clip_groups:
-                th.nn.utils.clip_grad_norm_(self.parameters[rows], max_norm)
+                try:
+                    th.nn.utils.clip_grad_norm_(self.parameters[rows], max_norm, error_if_nonfinite=self.error_if_nonfinite)
+                except RuntimeError as error:
+                    if self.error_if_nonfinite and "non-finite" in str(error):
+                        raise NonFiniteGradientError(f"the total gradient norm is non-finite ({error})") from None
+                    raise
             self.optimizer.step()
             if self.direct and self._groups is None:
                 self._groups = self._collect()
@@ -170,8 +184,10 @@ class ClippedStep:
             # clip_grad_norm_ (foreach) per clip group: the norm of the per-tensor norms, then one in-place scale by
             # min(1, coef).
             norms = th._foreach_norm(grads, 2.0)
-            for rows, max_norm in self.clip_groups:
-                total_norm = th.linalg.vector_norm(th.stack(norms[rows]), 2.0)
+            totals = [th.linalg.vector_norm(th.stack(norms[rows]), 2.0) for rows, _ in self.clip_groups]
+            if self.error_if_nonfinite and not bool(th.isfinite(th.stack(totals)).all()):
+                raise NonFiniteGradientError(f"the total gradient norm is non-finite ({[t.item() for t in totals]})")
+            for (rows, max_norm), total_norm in zip(self.clip_groups, totals):
                 th._foreach_mul_(grads[rows], th.clamp(max_norm / (total_norm + 1e-6), max=1.0))
             for group, rows, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps in self._groups:
                 # torch.optim.adam._fused_adam for one device and dtype.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Iterator
 from functools import partial
@@ -24,7 +25,7 @@ from sb3_ppo_ext.ppo import actor_critic_groups, direct_evaluation
 from sb3_ppo_ext.ppo.adaptive import adapt_kl_coef, adapt_learning_rate
 from sb3_ppo_ext.ppo.kl import AnalyticKL, DistributionParams, k3_kl
 from sb3_ppo_ext.ppo.numpy_policy import NumpyActorCritic
-from sb3_ppo_ext.ppo.optim import ClippedStep, fused_adam
+from sb3_ppo_ext.ppo.optim import ClippedStep, NonFiniteGradientError, fused_adam
 from sb3_ppo_ext.validation import HyperparameterError, check_choice, check_int, check_number, check_positive
 
 SelfPPO = TypeVar("SelfPPO", bound="PPO")
@@ -59,6 +60,32 @@ def _add_to_rollout_buffer(
     buffer.pos += 1
     if buffer.pos == buffer.buffer_size:
         buffer.full = True
+
+
+def raise_non_finite(what: str, values: np.ndarray, num_timesteps: int, outputs: np.ndarray | None = None) -> None:
+    """Raise ``ValueError`` naming the envs whose ``what`` (``"observation"``, ``"reward"``) is NaN or infinite.
+
+    Collection stops there, before a non-finite action reaches an env or a NaN a rollout. When every value is finite
+    (a sum that overflowed, or the policy's ``outputs`` are non-finite on finite inputs: its weights are), the
+    message says so; nothing is raised only if ``outputs`` is given and finite too.
+
+    :param values: one row per env.
+    :param num_timesteps: the step count at which it happened.
+    :param outputs: the policy's values for ``values`` (observations), when they are what showed the problem.
+    """
+    per_env = np.asarray(values, dtype=np.float64).reshape(len(values), -1)
+    bad_envs = np.flatnonzero(~np.isfinite(per_env).all(axis=1))
+    if len(bad_envs):
+        examples = ", ".join(f"env {index}: {per_env[index][~np.isfinite(per_env[index])][:3].tolist()}" for index in bad_envs[:3])
+        raise ValueError(
+            f"non-finite {what} from env(s) {bad_envs.tolist()} at step {num_timesteps} ({examples}); collection stopped "
+            "before it reached the rollout (look at the env, or at wrappers that divide by zero)"
+        )
+    if outputs is not None and not np.isfinite(outputs).all():
+        raise ValueError(
+            f"the policy's outputs are non-finite on finite observations at step {num_timesteps}: its weights are "
+            "non-finite (was a model loaded from a run that diverged?)"
+        )
 
 
 OBJECTIVES = ("clip", "kl_penalty", "clip_kl_penalty")
@@ -480,8 +507,14 @@ class PPO(OnPolicyAlgorithm):
                 actor.refresh_noise()
 
             actions, values_np, log_probs_np = actor.act(self._last_obs)  # type: ignore[arg-type]
+            # One sub-microsecond test per step each (a dot product is NaN or inf if any entry is; an overflow only
+            # leads to the full check): a NaN anywhere in the observations shows in the values.
+            if not math.isfinite(values_np.dot(values_np)):
+                raise_non_finite("observation", self._last_obs, self.num_timesteps, values_np)
             clipped_actions = np.minimum(np.maximum(actions, low), high) if clip_box else actions  # np.clip, faster
             new_obs, rewards, dones, infos = env.step(clipped_actions)
+            if not math.isfinite(rewards.dot(rewards)):
+                raise_non_finite("reward", rewards, self.num_timesteps + env.num_envs)
             self.num_timesteps += env.num_envs
             values, log_probs = th.from_numpy(values_np), th.from_numpy(log_probs_np)
 
@@ -725,7 +758,7 @@ class PPO(OnPolicyAlgorithm):
         epoch_kls: list[th.Tensor] = []
         continue_training = True
         with fused_adam(optimizer):
-            clipped_step = ClippedStep(optimizer, parameters, self.max_grad_norm, clip_groups)
+            clipped_step = ClippedStep(optimizer, parameters, self.max_grad_norm, clip_groups, error_if_nonfinite=True)
             for epochs_done in range(self.n_epochs):
                 epoch_kls.clear()
                 for rollout_data, old in self._epoch(data, old_params, packed):
@@ -739,7 +772,15 @@ class PPO(OnPolicyAlgorithm):
 
                     clipped_step.zero_grad()
                     loss.backward()
-                    clipped_step.step()  # clip_grad_norm_(parameters, max_grad_norm), then optimizer.step()
+                    try:
+                        clipped_step.step()  # clip_grad_norm_(parameters, max_grad_norm), then optimizer.step()
+                    except NonFiniteGradientError as error:
+                        raise FloatingPointError(
+                            f"non-finite gradients in update {self._n_updates + 1} (epoch {epochs_done + 1}, loss "
+                            f"{loss.item():.6g}): {error}. No step was taken, so the weights and the optimizer state "
+                            "are those before it; look for non-finite observations, rewards or normalisation "
+                            "statistics, or a learning rate too high"
+                        ) from None
 
                     learning_rates.append(optimizer.param_groups[0]["lr"])
                     stats.append(minibatch_stats)
