@@ -281,7 +281,11 @@ def evaluate_cells(root: str, episodes: int, tasks: Sequence[str] | None = None)
                     lines.append(f"skip  {seed_folder} (evaluated)")
                     continue
         with tempfile.TemporaryDirectory() as agent:
-            facts = save_pretrained_from_run(seed_folder, agent)
+            try:
+                facts = save_pretrained_from_run(seed_folder, agent)
+            except ValueError as error:  # e.g. an off-policy actor (DDPG): not an actor-critic policy to pack
+                lines.append(f"skip  {seed_folder} (no final evaluation: {error}; report uses its periodic ones)")
+                continue
             summary = {**evaluate_agent(agent, episodes, seed=FINAL_EVAL_SEED), "timesteps": facts["timesteps"]}
         with open(final_path, "w", encoding="utf-8") as stream:
             json.dump(summary, stream, indent=1)
