@@ -22,7 +22,9 @@ Commands (each takes --help):
   plot           plot the training curves of runs into an image file
 
 Every command takes --debug: the full traceback of an error instead of one line.
-Runs follow rl-zoo3's layout: logs/<algo>/<env>_<n>/. Config strings are parsed safely, never eval'd.
+Runs follow rl-zoo3's layout: logs/<algo>/<env>_<n>/. Config strings are parsed safely, never eval'd. Model zips
+and VecNormalize statistics are loaded without unpickling anything (enjoy, record-video, export, train -i); what
+only a pickle holds is refused unless --trust-pickles is given.
 """
 
 #: The option, taken by every command, that shows the traceback of a user error.

@@ -71,14 +71,18 @@ def list_pretrained() -> list[str]:
 
 
 def space_to_data(space: spaces.Space) -> dict[str, Any]:
-    """A JSON-able description of a Box, Discrete, MultiDiscrete or MultiBinary space."""
+    """A JSON-able description of a Box, Discrete, MultiDiscrete (``start`` only when not all zero) or MultiBinary
+    space."""
     if isinstance(space, spaces.Box):
         return {"type": "Box", "low": space.low.tolist(), "high": space.high.tolist(), "shape": list(space.shape),
                 "dtype": str(space.dtype)}
     if isinstance(space, spaces.Discrete):
         return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
     if isinstance(space, spaces.MultiDiscrete):
-        return {"type": "MultiDiscrete", "nvec": space.nvec.tolist()}
+        data = {"type": "MultiDiscrete", "nvec": space.nvec.tolist()}
+        if np.any(space.start != 0):
+            data["start"] = space.start.tolist()
+        return data
     if isinstance(space, spaces.MultiBinary):
         return {"type": "MultiBinary", "n": np.asarray(space.n).tolist()}
     raise ValueError(f"cannot store a {type(space).__name__} space as plain data (Box, Discrete, MultiDiscrete, "
@@ -94,7 +98,8 @@ def space_from_data(data: dict[str, Any]) -> spaces.Space:
     if kind == "Discrete":
         return spaces.Discrete(int(data["n"]), start=int(data.get("start", 0)))
     if kind == "MultiDiscrete":
-        return spaces.MultiDiscrete(np.array(data["nvec"]))
+        start = np.array(data["start"]) if "start" in data else None
+        return spaces.MultiDiscrete(np.array(data["nvec"]), start=start)
     if kind == "MultiBinary":
         return spaces.MultiBinary(data["n"])
     raise ValueError(f"unknown space type {kind!r} in {AGENT_FILE}")

@@ -143,7 +143,8 @@ def test_rotating_checkpoints_keep_the_newest_and_resume_where_training_stopped(
     kept = list_checkpoints(folder)
     assert [checkpoint.num_timesteps for checkpoint in kept] == [192, 256]
     assert all(checkpoint.vecnormalize_path is not None for checkpoint in kept)
-    assert len(glob.glob(os.path.join(folder, "*"))) == 4
+    assert all(checkpoint.statistics_path == checkpoint.vecnormalize_path[:-4] + ".npz" for checkpoint in kept)
+    assert len(glob.glob(os.path.join(folder, "*"))) == 6  # zip, pickle and plain-data statistics of each
     assert model.kl_coef != 1.0  # the adaptive state moved, so restoring it is meaningful
 
     fresh_env = make_vec_env("Pendulum-v1", n_envs=1, seed=1)
@@ -187,7 +188,8 @@ def test_interrupted_checkpoint_write_leaves_the_previous_one_loadable(tmp_path,
     monkeypatch.setattr(model, "save", crash_mid_write)
     with pytest.raises(OSError, match="No space left"):
         model.learn(64, callback=callback, reset_num_timesteps=False)
-    assert sorted(os.listdir(folder)) == ["rl_model_64_steps.zip", "rl_model_vecnormalize_64_steps.pkl"]
+    assert sorted(os.listdir(folder)) == [
+        "rl_model_64_steps.zip", "rl_model_vecnormalize_64_steps.npz", "rl_model_vecnormalize_64_steps.pkl"]
     latest = find_latest_checkpoint(folder)
     assert latest.num_timesteps == 64
     assert PPO.load(latest.model_path).num_timesteps == 64
@@ -249,7 +251,8 @@ def test_leftovers_of_killed_writes_are_removed_when_the_callback_starts(tmp_pat
     folder = tmp_path / "checkpoints"
     folder.mkdir()
     kept = ["rl_model_64_steps.zip", "rl_model_vecnormalize_64_steps.pkl", "other_vecnormalize_128_steps.pkl", "notes.txt"]
-    leftovers = [".rl_model_128_steps.zip.abc123.tmp.zip", "rl_model_vecnormalize_128_steps.pkl"]
+    leftovers = [".rl_model_128_steps.zip.abc123.tmp.zip", "rl_model_vecnormalize_128_steps.pkl",
+                 "rl_model_vecnormalize_128_steps.npz"]
     for name in kept + leftovers:
         (folder / name).write_bytes(b"x")
     model = _ppo(make_vec_env("CartPole-v1", n_envs=1, seed=0))

@@ -469,7 +469,8 @@ def test_save_freq_checkpoints_carry_their_statistics_and_resume_with_them(tmp_p
     main(train_argv("Pendulum-v1", tmp_path, 2048, "--save-freq", "1024", *PENDULUM_NORMALIZED))
     run = run_folder(tmp_path, "Pendulum-v1")
     checkpoints = sorted(os.path.basename(path) for path in glob.glob(os.path.join(run, "rl_model_*")))
-    assert checkpoints == ["rl_model_1024_steps.zip", "rl_model_vecnormalize_1024_steps.pkl"]
+    assert checkpoints == ["rl_model_1024_steps.zip", "rl_model_vecnormalize_1024_steps.npz",
+                           "rl_model_vecnormalize_1024_steps.pkl"]  # the statistics as a pickle and as plain data
     saved = _statistics_count(os.path.join(run, "rl_model_vecnormalize_1024_steps.pkl"))
     assert saved > 1000  # the statistics at the checkpoint, not the final ones (2048 steps)
     main(train_argv("Pendulum-v1", tmp_path, 512, "-i", os.path.join(run, "rl_model_1024_steps.zip"), *PENDULUM_NORMALIZED))

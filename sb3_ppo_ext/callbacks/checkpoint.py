@@ -18,6 +18,7 @@ from stable_baselines3.common.callbacks import CheckpointCallback
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize, unwrap_vec_normalize
 
 from sb3_ppo_ext.callbacks._common import StepSchedule, atomic_write, check_frequency, check_writable_dir, fsync_directory
+from sb3_ppo_ext.safe_loading import save_vecnormalize_statistics, statistics_path
 from sb3_ppo_ext.validation import check_int
 
 _STEPS_PATTERN = r"_(\d+)_steps\.zip"
@@ -31,11 +32,14 @@ class Checkpoint:
     :param model_path: path of the model zip (holds the weights, the optimiser, ``num_timesteps``, the schedules'
         progress and the adaptive-KL state ``kl_coef`` / ``adaptive_learning_rate``).
     :param vecnormalize_path: path of the pickled ``VecNormalize``, or ``None``.
+    :param statistics_path: path of the same statistics as plain data (``.npz``, read without unpickling by
+        :func:`~sb3_ppo_ext.safe_loading.load_vecnormalize_without_pickles`), or ``None``.
     """
 
     num_timesteps: int
     model_path: str
     vecnormalize_path: str | None
+    statistics_path: str | None = None
 
 
 def model_checkpoint_path(folder: str, name_prefix: str, num_timesteps: int) -> str:
@@ -62,7 +66,9 @@ def list_checkpoints(folder: str, name_prefix: str = "rl_model") -> list[Checkpo
             continue
         steps = int(match.group(1))
         stats = vecnormalize_checkpoint_path(folder, name_prefix, steps)
-        found.append(Checkpoint(steps, path, stats if os.path.exists(stats) else None))
+        plain = statistics_path(stats)
+        found.append(Checkpoint(steps, path, stats if os.path.exists(stats) else None,
+                                plain if os.path.exists(plain) else None))
     return sorted(found, key=lambda checkpoint: checkpoint.num_timesteps)
 
 
@@ -200,7 +206,9 @@ class RotatingCheckpointCallback(CheckpointCallback):
     to a temporary file in the same folder, fsynced and moved into place with ``os.replace``; the ``VecNormalize``
     statistics are written before the model zip, so a model zip on disk is always a complete checkpoint and a crash
     mid-write leaves the previous checkpoint intact. The model zip holds ``num_timesteps`` and the adaptive-KL
-    state; resume with :func:`resume_from_checkpoint`.
+    state; resume with :func:`resume_from_checkpoint`. The statistics are written twice: as SB3's pickle
+    (``<prefix>_vecnormalize_<steps>_steps.pkl``, what ``VecNormalize.load`` reads) and as plain data beside it
+    (``.npz``, which :func:`~sb3_ppo_ext.safe_loading.load_vecnormalize_without_pickles` reads without unpickling).
 
     Unlike SB3's ``CheckpointCallback``, ``save_freq`` counts environment steps (``model.num_timesteps``, i.e. summed
     over parallel envs), not callback calls, and a checkpoint is taken at the first rollout start once a multiple of
@@ -267,22 +275,24 @@ class RotatingCheckpointCallback(CheckpointCallback):
     def save_checkpoint(self) -> Checkpoint:
         """Write a checkpoint for the current ``num_timesteps`` now, then delete the ones beyond ``keep_last``."""
         steps = self.num_timesteps
-        stats_path = None
+        stats_path = plain_path = None
         vec_normalize = self.model.get_vec_normalize_env()
-        if self.save_vecnormalize and vec_normalize is not None:
-            stats_path = vecnormalize_checkpoint_path(self.save_path, self.name_prefix, steps)
-            with atomic_write(stats_path) as handle:
-                pickle.dump(vec_normalize, handle)
         model_path = model_checkpoint_path(self.save_path, self.name_prefix, steps)
         try:
+            if self.save_vecnormalize and vec_normalize is not None:
+                stats_path = vecnormalize_checkpoint_path(self.save_path, self.name_prefix, steps)
+                plain_path = save_vecnormalize_statistics(vec_normalize, statistics_path(stats_path))
+                with atomic_write(stats_path) as handle:
+                    pickle.dump(vec_normalize, handle)
             with atomic_write(model_path) as handle:
                 self.model.save(handle)
         except BaseException:
-            if stats_path is not None:  # statistics without their model are no checkpoint
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(stats_path)
+            for path in (stats_path, plain_path):  # statistics without their model are no checkpoint
+                if path is not None:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(path)
             raise
-        self.last_checkpoint = Checkpoint(steps, model_path, stats_path)
+        self.last_checkpoint = Checkpoint(steps, model_path, stats_path, plain_path)
         self.logger.record("checkpoint/num_timesteps", steps, exclude="stdout")
         if self.verbose >= 1:
             self.logger.info(f"Saved checkpoint {model_path}")
@@ -295,7 +305,8 @@ class RotatingCheckpointCallback(CheckpointCallback):
         checkpoints = list_checkpoints(self.save_path, self.name_prefix)
         for old in checkpoints[: max(0, len(checkpoints) - self.keep_last)]:
             # Model zip first: a checkpoint without its zip is not listed any more even if the next unlink fails.
-            for path in (old.model_path, vecnormalize_checkpoint_path(self.save_path, self.name_prefix, old.num_timesteps)):
+            stats = vecnormalize_checkpoint_path(self.save_path, self.name_prefix, old.num_timesteps)
+            for path in (old.model_path, stats, statistics_path(stats)):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
         fsync_directory(self.save_path)
@@ -306,8 +317,8 @@ class RotatingCheckpointCallback(CheckpointCallback):
         during a rotation, leaves them alone)."""
         folder, prefix = glob.escape(self.save_path), glob.escape(self.name_prefix)
         leftovers = glob.glob(os.path.join(folder, f".{prefix}_*.tmp*"))
-        pattern = re.compile(re.escape(self.name_prefix) + r"_vecnormalize_(\d+)_steps\.pkl")
-        for path in glob.glob(os.path.join(folder, f"{prefix}_vecnormalize_*_steps.pkl")):
+        pattern = re.compile(re.escape(self.name_prefix) + r"_vecnormalize_(\d+)_steps\.(pkl|npz)")
+        for path in glob.glob(os.path.join(folder, f"{prefix}_vecnormalize_*_steps.*")):
             match = pattern.fullmatch(os.path.basename(path))
             steps = None if match is None else int(match.group(1))
             if steps is not None and not os.path.exists(model_checkpoint_path(self.save_path, self.name_prefix, steps)):

@@ -30,6 +30,7 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.vec_env import VecNormalize, unwrap_vec_normalize
 
 from sb3_ppo_ext.callbacks._common import atomic_path, check_writable_dir, require_module
+from sb3_ppo_ext.safe_loading import VecNormalizeStatistics, read_vecnormalize_statistics
 from sb3_ppo_ext.validation import check_int
 
 _MODES = {
@@ -138,33 +139,42 @@ def check_exportable(policy: Any) -> None:
         )
 
 
-def resolve_vecnormalize(model: BaseAlgorithm, vecnormalize: VecNormalize | str | None) -> VecNormalize | None:
-    """The ``VecNormalize`` whose statistics to bake in: the one given, one loaded from a pickle path, or the model's.
+#: What the statistics to bake in may be given as: a ``VecNormalize``, its plain-data statistics, a path or ``None``.
+Statistics = VecNormalize | VecNormalizeStatistics | str | os.PathLike | None
 
-    With ``None`` the model's own training env is searched; a model without ``VecNormalize`` exports without
-    normalisation.
+
+def resolve_vecnormalize(model: BaseAlgorithm, vecnormalize: Statistics) -> VecNormalize | VecNormalizeStatistics | None:
+    """The ``VecNormalize`` (or its plain-data statistics) whose statistics to bake in: the one given, one read from
+    a path, or the model's.
+
+    A path is a plain-data statistics file (``.npz``, read without unpickling by
+    :func:`~sb3_ppo_ext.safe_loading.read_vecnormalize_statistics`) or a pickle (``.pkl``, unpickled: only for
+    files you trust). With ``None`` the model's own training env is searched; a model without ``VecNormalize``
+    exports without normalisation.
     """
     if vecnormalize is None:
         env = model.get_env()
         return unwrap_vec_normalize(env) if env is not None else None
     if isinstance(vecnormalize, (str, os.PathLike)):
-        if not os.path.isfile(vecnormalize):
-            raise ValueError(
-                f"vecnormalize must be a VecNormalize or the path of a saved one, got missing file {vecnormalize!r}"
-            )
-        with open(vecnormalize, "rb") as handle:
+        path = os.fspath(vecnormalize)
+        if not os.path.isfile(path):
+            raise ValueError(f"vecnormalize must be a VecNormalize or the path of a saved one, got missing file {path!r}")
+        if path.endswith(".npz"):
+            return read_vecnormalize_statistics(path)
+        with open(path, "rb") as handle:
             vecnormalize = pickle.load(handle)
-    if not isinstance(vecnormalize, VecNormalize):
-        raise ValueError(f"vecnormalize must be a VecNormalize, a path to a saved one or None, got {vecnormalize!r}")
+    if not isinstance(vecnormalize, (VecNormalize, VecNormalizeStatistics)):
+        raise ValueError(f"vecnormalize must be a VecNormalize, its statistics, a path to saved ones or None, got "
+                         f"{vecnormalize!r}")
     return vecnormalize
 
 
-def deterministic_policy(model: BaseAlgorithm, vecnormalize: VecNormalize | str | None = None) -> DeterministicPolicy:
+def deterministic_policy(model: BaseAlgorithm, vecnormalize: Statistics = None) -> DeterministicPolicy:
     """The traceable ``raw observation -> action`` module of ``model`` (on CPU, in eval mode).
 
     :param model: a trained actor-critic model (PPO, A2C, ...).
-    :param vecnormalize: the ``VecNormalize`` (or its pickle path) whose observation statistics to bake in; ``None``
-        uses the model env's one if it has one.
+    :param vecnormalize: the ``VecNormalize`` (or its statistics, or their path: see :func:`resolve_vecnormalize`)
+        whose observation statistics to bake in; ``None`` uses the model env's one if it has one.
     """
     stats = resolve_vecnormalize(model, vecnormalize)
     policy = cpu_copy(model.policy)
@@ -198,7 +208,7 @@ def _example_inputs(model: BaseAlgorithm) -> tuple[th.Tensor, ...]:
     return tuple(th.as_tensor(np.stack([part.sample(), part.sample()]), dtype=th.float32) for part in parts)
 
 
-def export_onnx(model: BaseAlgorithm, path: str, vecnormalize: VecNormalize | str | None = None, opset: int = 17) -> str:
+def export_onnx(model: BaseAlgorithm, path: str, vecnormalize: Statistics = None, opset: int = 17) -> str:
     """Write the deterministic policy of ``model`` as an ONNX graph (input ``obs``, or one float32 input per key of a
     ``Dict`` observation space, named by the key; output ``action``; batch axis free).
 
@@ -232,7 +242,7 @@ def export_onnx(model: BaseAlgorithm, path: str, vecnormalize: VecNormalize | st
     return path
 
 
-def export_torchscript(model: BaseAlgorithm, path: str, vecnormalize: VecNormalize | str | None = None) -> str:
+def export_torchscript(model: BaseAlgorithm, path: str, vecnormalize: Statistics = None) -> str:
     """Write the deterministic policy of ``model`` as a TorchScript module (``torch.jit.load(path)(obs) -> action``;
     for a ``Dict`` observation space one tensor per key, in the space's key order).
 

@@ -4,6 +4,9 @@ Each zoo-backed command runs rl-zoo3's own script function on an argument list t
 (``--algo``, the bundled config, ``-f logs``, a progress bar), so any option the user gives later wins, with
 rl-zoo3's ``StoreDict`` / ``ExperimentManager`` swapped for the safe versions and its parser amended
 (:func:`zoo_parser`: our defaults in its help, our options, ``-n`` checked, one-line usage errors) while it runs.
+Runs are loaded without unpickling (:mod:`sb3_ppo_ext.safe_loading`; ``enjoy`` / ``record-video`` through
+:class:`~sb3_ppo_ext.zoo.loading.PlayedRunLoading`, ``train -i`` through
+:class:`~sb3_ppo_ext.zoo.experiment.SafeExperimentManager`) unless ``--trust-pickles`` is given.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from sb3_ppo_ext.zoo.experiment import (
     register_algorithm,
 )
 from sb3_ppo_ext.zoo.hyperparams import checked_get_saved_hyperparams
+from sb3_ppo_ext.zoo.loading import TRUST_PICKLES_HELP, TRUST_PICKLES_OPTION, PlayedRunLoading
 from sb3_ppo_ext.zoo.runs import list_runs, missing_run_message, newest_run
 
 DEFAULT_LOG_FOLDER = "logs"
@@ -69,6 +73,16 @@ DEBUG: Option = ((DEBUG_OPTION,), {"action": "store_true", "default": argparse.S
 NO_PROGRESS: Option = (
     ("--no-progress",),
     {"dest": "progress", "action": "store_false", "default": argparse.SUPPRESS, "help": "no progress bar"},
+)
+#: ``--trust-pickles`` of ``enjoy`` / ``record-video`` / ``export``.
+TRUST_PICKLES: Option = ((TRUST_PICKLES_OPTION,), {"action": "store_true", "default": False, "help": TRUST_PICKLES_HELP})
+#: ``--trust-pickles`` of ``train`` / ``optimize``: what ``-i`` loads.
+TRUST_PICKLES_TRAIN: Option = (
+    (TRUST_PICKLES_OPTION,),
+    {"action": "store_true", "default": False,
+     "help": "with -i: load the model zip, its VecNormalize statistics and a replay_buffer.pkl by unpickling them, as "
+             "rl-zoo3 does: a crafted file runs code, so only for files you trust (default: the model and statistics "
+             "are rebuilt from plain data, and what cannot be is refused)"},
 )
 
 
@@ -196,7 +210,7 @@ def train(argv: Sequence[str], *, optimize: bool = False) -> None:
     program = f"sb3-ppo-ext {'optimize' if optimize else 'train'}"
     with (
         _script_argv(program, _zoo_train_argv(argv, optimize=optimize)),
-        zoo_parser(program, TRAIN_OPTION_CHANGES, [NO_PROGRESS, DEBUG]),
+        zoo_parser(program, TRAIN_OPTION_CHANGES, [NO_PROGRESS, DEBUG, TRUST_PICKLES_TRAIN]),
         patched_zoo_module(rl_zoo3.train, StoreDict=SafeStoreDict, ExperimentManager=SafeExperimentManager),
     ):
         rl_zoo3.train.train()
@@ -230,6 +244,17 @@ def choose_played_algorithm(parsed: argparse.Namespace) -> None:
     folder). Chosen from the parsed options, so from exactly the folder rl-zoo3 then reads."""
     if parsed.algo is None:
         parsed.algo = ALGORITHM_NAME if parsed.exp_id < 0 else newest_algorithm(parsed.folder, parsed.env.gym_id, parsed.exp_id)
+
+
+def _play_options(loading: PlayedRunLoading) -> Callable[[argparse.Namespace], None]:
+    """Complete the options rl-zoo3's enjoy / record_video parsed: the played algorithm
+    (:func:`choose_played_algorithm`) and whether ``loading`` trusts pickles."""
+
+    def complete(parsed: argparse.Namespace) -> None:
+        choose_played_algorithm(parsed)
+        loading.complete(parsed)
+
+    return complete
 
 
 def _zoo_play_argv(argv: Sequence[str], *, headless_no_render: bool) -> list[str]:
@@ -371,11 +396,16 @@ def enjoy(argv: Sequence[str]) -> None:
 
     program = "sb3-ppo-ext enjoy"
     zoo_argv = _zoo_play_argv(argv, headless_no_render=True)
-    # The run's config.yml / args.yml are checked by the function that reads them, in the folder it reads them from.
+    loading = PlayedRunLoading()
+    # The run's config.yml / args.yml are checked by the function that reads them, in the folder it reads them from;
+    # the model and the statistics are loaded through `loading` (no pickle unless --trust-pickles).
     with (
         _script_argv(program, zoo_argv),
-        zoo_parser(program, PLAY_OPTION_CHANGES, [DEBUG], complete=choose_played_algorithm),
-        patched_zoo_module(rl_zoo3.enjoy, StoreDict=SafeStoreDict, get_saved_hyperparams=checked_get_saved_hyperparams),
+        zoo_parser(program, PLAY_OPTION_CHANGES, [DEBUG, TRUST_PICKLES], complete=_play_options(loading)),
+        patched_zoo_module(rl_zoo3.enjoy, StoreDict=SafeStoreDict, get_saved_hyperparams=checked_get_saved_hyperparams,
+                           ALGOS=loading.algorithms(rl_zoo3.enjoy.ALGOS),
+                           create_test_env=loading.recording(rl_zoo3.enjoy.create_test_env)),
+        patched_zoo_module(rl_zoo3.utils, VecNormalize=loading.statistics_loader()),
     ):
         rl_zoo3.enjoy.enjoy()
 
@@ -390,12 +420,17 @@ def record_video(argv: Sequence[str]) -> None:
 
     program = "sb3-ppo-ext record-video"
     zoo_argv = _zoo_play_argv(argv, headless_no_render=False)
-    # record_video.py is a __main__ script: it imports StoreDict and get_saved_hyperparams from rl_zoo3.utils when it
-    # runs; the run's config.yml / args.yml are checked by the function that reads them.
+    loading = PlayedRunLoading()
+    # record_video.py is a __main__ script: it imports ALGOS, StoreDict, create_test_env and get_saved_hyperparams from
+    # rl_zoo3.utils when it runs; the run's config.yml / args.yml are checked by the function that reads them; the
+    # model and the statistics are loaded through `loading` (no pickle unless --trust-pickles).
     with (
         _script_argv(program, zoo_argv),
-        zoo_parser(program, PLAY_OPTION_CHANGES, [DEBUG], complete=choose_played_algorithm),
-        patched_zoo_module(rl_zoo3.utils, StoreDict=SafeStoreDict, get_saved_hyperparams=checked_get_saved_hyperparams),
+        zoo_parser(program, PLAY_OPTION_CHANGES, [DEBUG, TRUST_PICKLES], complete=_play_options(loading)),
+        patched_zoo_module(rl_zoo3.utils, StoreDict=SafeStoreDict, get_saved_hyperparams=checked_get_saved_hyperparams,
+                           ALGOS=loading.algorithms(rl_zoo3.utils.ALGOS),
+                           create_test_env=loading.recording(rl_zoo3.utils.create_test_env),
+                           VecNormalize=loading.statistics_loader()),
     ):
         runpy.run_module("rl_zoo3.record_video", run_name="__main__")
 
@@ -432,7 +467,8 @@ def plot(argv: Sequence[str]) -> None:
 
 
 def export(argv: Sequence[str]) -> None:
-    """``export``: write the ONNX policy of a run (raw observation -> action, normalisation included)."""
+    """``export``: write the ONNX policy of a run (raw observation -> action, normalisation included); nothing is
+    unpickled unless ``--trust-pickles`` is given."""
     if "--pretrained" in argv:
         export_pretrained(argv)
         return
@@ -441,6 +477,8 @@ def export(argv: Sequence[str]) -> None:
     from rl_zoo3.utils import ALGOS, get_model_path
 
     from sb3_ppo_ext.callbacks import export_onnx
+    from sb3_ppo_ext.safe_loading import load_without_pickles, read_vecnormalize_statistics
+    from sb3_ppo_ext.zoo.experiment import statistics_saved
 
     parser = add_debug_option(argparse.ArgumentParser(prog="sb3-ppo-ext export", description=export.__doc__))
     parser.add_argument("--env", required=True, help="environment id of the run")
@@ -454,6 +492,7 @@ def export(argv: Sequence[str]) -> None:
     which.add_argument("--load-last-checkpoint", action="store_true", help="export the latest checkpoint")
     parser.add_argument("-o", "--output", help="ONNX file (default: next to the model, with .onnx)")
     parser.add_argument("--opset", type=int, default=17, help="ONNX opset version")
+    parser.add_argument(*TRUST_PICKLES[0], **TRUST_PICKLES[1])
     args = parser.parse_args(list(argv))
 
     env_name = EnvironmentName(args.env)
@@ -461,8 +500,15 @@ def export(argv: Sequence[str]) -> None:
     _, model_path, log_path = get_model_path(
         args.exp_id, args.folder, algo, env_name, args.load_best, args.load_checkpoint, args.load_last_checkpoint
     )
-    model = ALGOS[algo].load(model_path, device="cpu")
     vecnormalize_path = os.path.join(log_path, env_name, "vecnormalize.pkl")
+    statistics: Any = None
+    if args.trust_pickles:
+        model = ALGOS[algo].load(model_path, device="cpu")
+        statistics = vecnormalize_path if os.path.isfile(vecnormalize_path) else None
+    else:
+        model = load_without_pickles(model_path, algorithm=ALGOS[algo], device="cpu", training=False)
+        if statistics_saved(vecnormalize_path):
+            statistics = read_vecnormalize_statistics(vecnormalize_path)  # refuses a pickle without its plain twin
     output = args.output or os.path.splitext(model_path)[0] + ".onnx"
-    export_onnx(model, output, vecnormalize_path if os.path.isfile(vecnormalize_path) else None, opset=args.opset)
+    export_onnx(model, output, statistics, opset=args.opset)
     print(f"Exported {model_path} to {output}")
