@@ -220,6 +220,20 @@ def _run_folder(cell_folder: str) -> str | None:
     return os.path.dirname(candidates[-1]) if candidates else None
 
 
+def _task_of_run(run_folder: str) -> str | None:
+    """The env id an unfinished cell trains (``--env`` in its run's ``args.yml``), or ``None`` if unreadable."""
+    from sb3_ppo_ext.zoo.hyperparams import load_run_yaml
+
+    for path in glob.glob(os.path.join(glob.escape(run_folder), "*", "args.yml")):
+        try:
+            env_id = load_run_yaml(path).get("env")
+        except (ValueError, OSError, AttributeError):
+            continue
+        if isinstance(env_id, str):
+            return env_id
+    return None
+
+
 def collect(root: str) -> list[dict[str, Any]]:
     """One row per evaluation of every cell under ``root`` that has evaluations (finished or not)."""
     rows = []
@@ -231,7 +245,7 @@ def collect(root: str) -> list[dict[str, Any]]:
             continue
         task_folder, variant = os.path.split(os.path.dirname(seed_folder))
         done_path = os.path.join(seed_folder, "done.json")
-        task = os.path.basename(task_folder)
+        task = _task_of_run(run_folder) or os.path.basename(task_folder)
         finished = os.path.isfile(done_path)
         if finished:
             with open(done_path, encoding="utf-8") as stream:

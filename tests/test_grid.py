@@ -67,6 +67,8 @@ def fake_run(root, task, variant, seed, evaluations, episode_ends, successes=Non
     run.mkdir(parents=True)
     steps = np.array([step for step, _ in evaluations])
     results = np.array([[value - 1, value + 1] for _, value in evaluations], dtype=float)
+    (run / task.replace("/", "-")).mkdir()
+    (run / task.replace("/", "-") / "args.yml").write_text(f"env: {task}\n")  # what rl-zoo3 writes (among more)
     extra = {} if successes is None else {"successes": np.array(successes, dtype=bool)}
     np.savez(run / "evaluations.npz", timesteps=steps, results=results, ep_lengths=np.ones_like(results), **extra)
     for index, ends in enumerate(episode_ends):
@@ -86,7 +88,8 @@ def test_collect_reads_evaluations_and_wall_clock(tmp_path):
     assert [(r["kind"], r["timesteps"], r["episodes"], r["eval_mean"], r["eval_std"], r["wall_s"]) for r in rows[:2]] == [
         ("periodic", 1000, 2, 50.0, 1.0, 20.0), ("periodic", 1500, 2, 80.0, 1.0, 30.0)]
     assert np.isnan(rows[2]["wall_s"])  # after the last finished episode
-    assert rows[0]["task"] == "sb3_ppo_ext-Walker2D-v0" and rows[0]["variant"] == "ours" and rows[0]["seed"] == 0
+    # Unfinished (no done.json): the env id comes from the run's args.yml, not from the folder name.
+    assert rows[0]["task"] == "sb3_ppo_ext/Walker2D-v0" and rows[0]["variant"] == "ours" and rows[0]["seed"] == 0
     assert not rows[0]["finished"]
     path = tmp_path / "out" / "evaluations.csv"
     grid.write_csv(rows, str(path))
