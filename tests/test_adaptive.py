@@ -2,7 +2,7 @@
 
 import pytest
 
-from sb3_ppo_ext.ppo.adaptive import adapt_kl_coef, adapt_learning_rate
+from sb3_ppo_ext.ppo.adaptive import KLAdaptiveLearningRate, KLPenaltyController, adapt_kl_coef, adapt_learning_rate
 
 
 @pytest.mark.parametrize(
@@ -49,3 +49,69 @@ def test_learning_rate_rsl_rl_rule(kl, expected):
 def test_learning_rate_clamped():
     assert adapt_learning_rate(0.001, 9e-3, target=0.01, lr_max=1e-2) == 1e-2
     assert adapt_learning_rate(1.0, 1.2e-5, target=0.01, lr_min=1e-5) == 1e-5
+
+
+# ------------------------------------------------------------------ controllers
+
+
+def test_kl_penalty_controller_follows_the_kl_of_each_update():
+    controller = KLPenaltyController(coef=1.0, target=0.01, tolerance=1.5, factor=2.0, coef_min=0.3, coef_max=3.0)
+    # above 0.015: x2; inside the band: kept; below 0.00667: /2 (twice, the second clamped at 0.3)
+    assert [controller.update(kl) for kl in (0.02, 0.012, 0.001, 0.001)] == [2.0, 2.0, 1.0, 0.5]
+    assert controller.update(0.0) == 0.3 and controller.coef == 0.3
+    assert controller.update(1.0) == 0.6 and controller.update(1.0) == 1.2 and controller.update(1.0) == 2.4
+    assert controller.update(1.0) == 3.0  # clamped at coef_max
+
+
+def test_kl_penalty_controller_without_target_keeps_beta_fixed():
+    controller = KLPenaltyController(coef=0.05, target=None)
+    assert controller.update(10.0) == controller.update(0.0) == 0.05
+
+
+def test_kl_adaptive_learning_rate_starts_clamped_and_follows_each_kl():
+    controller = KLAdaptiveLearningRate(target=0.01, tolerance=2.0, factor=2.0, lr_min=1e-4, lr_max=1e-3)
+    controller.start(5e-3)
+    assert controller.learning_rate == 1e-3  # clamped to lr_max
+    controller.start(2e-4)
+    assert controller.learning_rate == 1e-3  # a state is kept (a loaded model resumes from it)
+    # above 0.02: /2; inside the band: kept; zero: kept; below 0.005: x2
+    assert [controller.update(kl) for kl in (0.03, 0.01, 0.0, 0.001)] == [5e-4, 5e-4, 5e-4, 1e-3]
+
+
+def test_kl_adaptive_learning_rate_off_has_no_state():
+    controller = KLAdaptiveLearningRate(target=None)
+    controller.start(3e-4)
+    assert not controller.active and controller.learning_rate is None
+    controller.check_start(0.5)  # off: any learning rate is fine
+
+
+@pytest.mark.parametrize(
+    "make, names",
+    [
+        (lambda: KLPenaltyController(coef_min=1.0, coef_max=0.1), ["kl_coef_min", "kl_coef_max"]),
+        (lambda: KLPenaltyController(coef=200.0), ["kl_coef", "<= 100.0"]),
+        (lambda: KLPenaltyController(tolerance=1.0), ["kl_penalty_tolerance", "> 1.0"]),
+        (lambda: KLPenaltyController(target=-1.0), ["kl_penalty_target"]),
+        (lambda: KLAdaptiveLearningRate(target=0.0), ["lr_kl_target"]),
+        (lambda: KLAdaptiveLearningRate(factor=1.0), ["lr_kl_factor"]),
+        (lambda: KLAdaptiveLearningRate(lr_min=1e-2, lr_max=1e-3), ["lr_min", "lr_max"]),
+        (lambda: KLAdaptiveLearningRate(cadence="update"), ["lr_kl_cadence", "update"]),
+        (lambda: KLAdaptiveLearningRate(target=0.01).check_start(0.5), ["learning_rate", "<= 0.01"]),
+    ],
+)
+def test_controllers_validate_their_settings_by_ppo_keyword(make, names):
+    with pytest.raises(ValueError) as error:
+        make()
+    for name in names:
+        assert name in str(error.value)
+
+
+def test_ppo_keyword_defaults_are_the_controllers():
+    import inspect
+
+    from sb3_ppo_ext import PPO
+
+    parameters = inspect.signature(PPO.__init__).parameters
+    for controller in (KLPenaltyController(), KLAdaptiveLearningRate()):
+        for field, keyword in controller.KEYWORDS.items():
+            assert parameters[keyword].default == getattr(controller, field), keyword

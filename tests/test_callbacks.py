@@ -145,12 +145,12 @@ def test_rotating_checkpoints_keep_the_newest_and_resume_where_training_stopped(
     assert all(checkpoint.vecnormalize_path is not None for checkpoint in kept)
     assert all(checkpoint.statistics_path == checkpoint.vecnormalize_path[:-4] + ".npz" for checkpoint in kept)
     assert len(glob.glob(os.path.join(folder, "*"))) == 6  # zip, pickle and plain-data statistics of each
-    assert model.kl_coef != 1.0  # the adaptive state moved, so restoring it is meaningful
+    assert model.kl_penalty.coef != 1.0  # the adaptive state moved, so restoring it is meaningful
 
     fresh_env = make_vec_env("Pendulum-v1", n_envs=1, seed=1)
     resumed = resume_from_checkpoint(folder, fresh_env)
     assert resumed.num_timesteps == 256
-    assert resumed.kl_coef == model.kl_coef
+    assert resumed.kl_penalty.coef == model.kl_penalty.coef
     assert resumed.adaptive_learning_rate == model.adaptive_learning_rate
     stats = resumed.get_vec_normalize_env()
     assert stats is not None

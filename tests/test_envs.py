@@ -1,7 +1,7 @@
 """The gymnasium Env contract, checked on every registered ``sb3_ppo_ext`` task.
 
-Each test is parametrized over :data:`sb3_ppo_ext.envs.ENV_IDS`. A task whose module has not been written yet is
-skipped; once the module exists, any import error in it fails the tests.
+Each test is parametrized over :data:`sb3_ppo_ext.envs.ENV_IDS`. Every registered task's module must import: a
+module renamed or removed under its registration fails the tests, naming the entry point.
 """
 
 from __future__ import annotations
@@ -26,15 +26,22 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
 def make_env(env_id: str, **kwargs) -> gym.Env:
-    """``gym.make`` that skips only while the task's own module does not exist."""
-    module_name = gym.spec(env_id).entry_point.split(":")[0]
+    """``gym.make``, failing with the entry point named when the task's registered module does not import."""
+    entry_point = gym.spec(env_id).entry_point
     try:
-        importlib.import_module(module_name)
-    except ModuleNotFoundError as error:
-        if error.name == module_name:
-            pytest.skip(f"{module_name} is not written yet")
-        raise
+        importlib.import_module(entry_point.split(":")[0])
+    except ImportError as error:
+        pytest.fail(f"{env_id} is registered with entry point {entry_point!r}, whose module does not import: {error}")
     return gym.make(env_id, **kwargs)
+
+
+def test_make_env_fails_when_a_registered_module_is_missing():
+    gym.register("sb3_ppo_ext/RenamedAway-v0", entry_point="sb3_ppo_ext.envs.no_such_module:Env")
+    try:
+        with pytest.raises(pytest.fail.Exception, match="no_such_module"):
+            make_env("sb3_ppo_ext/RenamedAway-v0")
+    finally:
+        del gym.registry["sb3_ppo_ext/RenamedAway-v0"]
 
 
 def seeded_actions(space: spaces.Space, count: int, seed: int) -> list:

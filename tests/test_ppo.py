@@ -45,18 +45,28 @@ def test_every_action_space_trains(make_env, kwargs, objective):
     assert np.isfinite(model.logger.name_to_value["train/kl"])
 
 
+def _weights(model: PPO) -> th.Tensor:
+    return th.nn.utils.parameters_to_vector(model.policy.parameters()).detach().clone()
+
+
 def test_dict_observations_multi_input_policy():
     model = PPO("MultiInputPolicy", SimpleMultiObsEnv(random_start=False), n_steps=64, batch_size=32, n_epochs=2,
                 policy_kwargs=TINY, seed=0)
+    before = _weights(model)
     model.learn(128)
-    assert model.num_timesteps == 128
+    assert model._n_updates == 2 * 2  # two rollouts, two epochs each: every epoch ran
+    assert not th.equal(before, _weights(model))  # and the updates moved the weights
+    assert np.isfinite(model.logger.name_to_value["train/loss"])
 
 
 def test_cnn_policy_on_images():
     env = FakeImageEnv(screen_height=36, screen_width=36, n_channels=1, discrete=True)
     model = PPO("CnnPolicy", env, n_steps=32, batch_size=16, n_epochs=1, policy_kwargs=dict(features_extractor_kwargs=dict(features_dim=16)), seed=0)
+    before = _weights(model)
     model.learn(64)
-    assert model.num_timesteps == 64
+    assert model._n_updates == 2
+    assert not th.equal(before, _weights(model))
+    assert np.isfinite(model.logger.name_to_value["train/loss"])
 
 
 class WideExtractorPolicy(ActorCriticPolicy):
@@ -99,7 +109,7 @@ def test_custom_rollout_buffer_class_is_used():
     ],
 )
 def test_direct_buffer_writes_equal_rollout_buffer_add(observation_space, action_space):
-    from sb3_ppo_ext.ppo.ppo import _add_to_rollout_buffer
+    from sb3_ppo_ext.ppo.rollout import add_to_rollout_buffer
 
     n_envs, n_steps = 3, 4
     theirs, ours = (RolloutBuffer(n_steps, observation_space, action_space, n_envs=n_envs) for _ in range(2))
@@ -115,7 +125,7 @@ def test_direct_buffer_writes_equal_rollout_buffer_add(observation_space, action
         starts = rng.random(n_envs) < 0.3
         values, log_probs = rng.normal(size=n_envs).astype(np.float32), rng.normal(size=n_envs).astype(np.float32)
         theirs.add(observations, actions, rewards, starts, th.from_numpy(values), th.from_numpy(log_probs))
-        _add_to_rollout_buffer(ours, observations, actions, rewards, starts, values, log_probs)
+        add_to_rollout_buffer(ours, observations, actions, rewards, starts, values, log_probs)
     for name in ("observations", "actions", "rewards", "episode_starts", "values", "log_probs"):
         assert np.array_equal(getattr(theirs, name), getattr(ours, name)), name
     assert ours.pos == theirs.pos and ours.full and theirs.full
@@ -161,7 +171,11 @@ def test_numpy_actor_matches_torch_policy(space_env, kwargs, net_arch, joint):
         values_t, log_probs_t, _ = policy.evaluate_actions(obs_t, act_t)
     np.testing.assert_allclose(values, values_t.flatten().numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(log_probs, log_probs_t.numpy(), rtol=1e-4, atol=1e-4)
-    assert model.action_space.contains(actions[0]) or isinstance(model.action_space, spaces.Box)
+    if isinstance(model.action_space, spaces.Box):  # unclipped Gaussian samples: the space's shape, not its bounds
+        assert actions.shape == (6, *model.action_space.shape) and actions.dtype == np.float32
+        assert np.isfinite(actions).all()
+    else:
+        assert all(model.action_space.contains(action) for action in actions)
 
 
 def test_numpy_actor_samples_the_policy_distribution():
@@ -299,7 +313,7 @@ def test_penalty_without_clipping_ignores_clip_range():
     model.learn(128)
     after = th.nn.utils.parameters_to_vector(model.policy.action_net.parameters())
     assert not th.allclose(before, after)
-    assert model.kl_coef == 0.01  # fixed beta
+    assert model.kl_penalty.coef == model.kl_coef == 0.01  # fixed beta
 
 
 def test_adaptive_state_moves_and_learning_rate_replaces_schedule():
@@ -310,7 +324,7 @@ def test_adaptive_state_moves_and_learning_rate_replaces_schedule():
     model.learn(256)
     # KL far above the tiny targets: beta doubled after each of the 2 updates; the lr divided by 1.5 after every
     # minibatch (4 per update) except possibly the first of each update, whose KL is 0 up to rounding.
-    assert model.kl_coef == pytest.approx(4.0)
+    assert model.kl_penalty.coef == pytest.approx(4.0) and model.kl_coef == 1.0  # beta now; the setting stays
     divisions = np.log(1e-3 / model.adaptive_learning_rate) / np.log(1.5)
     assert divisions == pytest.approx(round(divisions), abs=1e-6) and 6 <= round(divisions) <= 8
     assert model.policy.optimizer.param_groups[0]["lr"] == pytest.approx(model.adaptive_learning_rate)
@@ -426,10 +440,22 @@ def test_numpy_actor_only_mirrors_float32_policies():
     assert not NumpyActorCritic.supports(model.policy)
 
 
-def test_progress_bar_runs():
+def test_progress_bar_runs(monkeypatch):
     pytest.importorskip("tqdm")
     pytest.importorskip("rich")
-    PPO("MlpPolicy", "CartPole-v1", n_steps=64, batch_size=32, n_epochs=1, policy_kwargs=TINY).learn(64, progress_bar=True)
+    from stable_baselines3.common.callbacks import ProgressBarCallback
+
+    steps = []
+    on_step = ProgressBarCallback._on_step
+
+    def counting_on_step(self):
+        steps.append(self.num_timesteps)
+        return on_step(self)
+
+    monkeypatch.setattr(ProgressBarCallback, "_on_step", counting_on_step)
+    model = PPO("MlpPolicy", "CartPole-v1", n_steps=64, batch_size=32, n_epochs=1, policy_kwargs=TINY)
+    model.learn(64, progress_bar=True)
+    assert steps == list(range(1, 65))  # the bar advanced at every step of the run
 
 
 def test_sb3_example_code_runs_with_changed_import(tmp_path):
@@ -457,19 +483,19 @@ def test_sb3_example_code_runs_with_changed_import(tmp_path):
 
 def test_packed_minibatches_equal_per_field_indexing():
     from sb3_ppo_ext.ppo.kl import AnalyticKL
-    from sb3_ppo_ext.ppo.ppo import _PackedRollout, _take
+    from sb3_ppo_ext.ppo.rollout import PackedRollout, UpdateRollout, take_rows
 
     model = PPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=16, n_epochs=1, policy_kwargs=TINY, seed=0)
     model.learn(64)
-    data = model._rollout_data()
+    data = UpdateRollout(model.rollout_buffer).samples
     analytic = AnalyticKL.for_distribution(model.policy.action_dist)
     old_params = model._distribution_params(analytic, data.observations)
-    packed = _PackedRollout.pack(data, old_params)
+    packed = PackedRollout.pack(data, old_params)
     assert packed is not None
     index = th.tensor([5, 0, 63, 17])
     samples, old = packed.take(index)
     for got, expected in zip(samples, data):
-        assert th.equal(got, _take(expected, index))
+        assert th.equal(got, take_rows(expected, index))
     for got, expected in zip(old, old_params):
         assert th.equal(got, expected[index])
     permutation = th.randperm(64)
@@ -481,7 +507,7 @@ def test_packed_minibatches_equal_per_field_indexing():
             assert th.equal(got, expected)
     multi_input = PPO("MultiInputPolicy", SimpleMultiObsEnv(), n_steps=64, batch_size=16, n_epochs=1, policy_kwargs=TINY)
     multi_input.learn(64)
-    assert _PackedRollout.pack(multi_input._rollout_data(), None) is None  # dict observations: per-field indexing
+    assert PackedRollout.pack(UpdateRollout(multi_input.rollout_buffer).samples, None) is None  # dict observations: per-field indexing
 
 
 @pytest.mark.parametrize("n_envs", [1, 4])

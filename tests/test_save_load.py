@@ -1,7 +1,10 @@
 """Saved models cross both ways between SB3's PPO and ours; the adaptive state survives save/load and resumes."""
 
+import os
+
 import numpy as np
 import pytest
+import torch as th
 from stable_baselines3 import PPO as SB3PPO
 from stable_baselines3.common.env_util import make_vec_env
 
@@ -22,7 +25,7 @@ def test_sb3_zip_loads_into_ours_and_trains_on(tmp_path, env_id, kwargs):
     theirs.learn(64)
     theirs.save(tmp_path / "sb3")
     ours = PPO.load(tmp_path / "sb3", env=make_vec_env(env_id, n_envs=1, seed=0))
-    assert type(ours) is PPO and ours.objective == "clip" and ours.kl_coef == 1.0
+    assert type(ours) is PPO and ours.objective == "clip" and ours.kl_coef == ours.kl_penalty.coef == 1.0
     obs = _observations(env_id)
     np.testing.assert_allclose(ours.predict(obs, deterministic=True)[0], theirs.predict(obs, deterministic=True)[0], atol=1e-6)
     ours.learn(128, reset_num_timesteps=False)
@@ -46,13 +49,15 @@ def test_adaptive_state_survives_save_load_and_continued_training(tmp_path):
     model = PPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=32, n_epochs=3, learning_rate=1e-3,
                 objective="kl_penalty", kl_penalty_target=1e-9, lr_kl_target=1e-9, policy_kwargs=TINY, seed=0)
     model.learn(128)
-    kl_coef, learning_rate = model.kl_coef, model.adaptive_learning_rate
+    kl_coef, learning_rate = model.kl_penalty.coef, model.adaptive_lr.learning_rate
     assert kl_coef != 1.0 and learning_rate != 1e-3
     model.save(tmp_path / "adaptive")
 
     loaded = PPO.load(tmp_path / "adaptive", env=make_vec_env("Pendulum-v1", n_envs=1))
-    assert loaded.kl_coef == kl_coef
-    assert loaded.adaptive_learning_rate == learning_rate
+    assert loaded.kl_penalty.coef == kl_coef
+    assert loaded.kl_coef == model.kl_coef == 1.0  # the setting as given
+    assert loaded.adaptive_lr.learning_rate == loaded.adaptive_learning_rate == learning_rate
+    assert not hasattr(loaded, "adaptive_state")
     assert loaded.kl_estimator == "analytic"
     assert loaded.num_timesteps == 128
     assert loaded.policy.optimizer.param_groups[0]["lr"] == pytest.approx(learning_rate)
@@ -60,11 +65,11 @@ def test_adaptive_state_survives_save_load_and_continued_training(tmp_path):
     loaded.learn(64, reset_num_timesteps=False)
     assert loaded.num_timesteps == 192
     # It continued from the saved state: one more update doubles beta again and lowers the lr further.
-    assert loaded.kl_coef == pytest.approx(min(kl_coef * 2.0, loaded.kl_coef_max))
-    assert loaded.adaptive_learning_rate < learning_rate
+    assert loaded.kl_penalty.coef == pytest.approx(min(kl_coef * 2.0, loaded.kl_coef_max))
+    assert loaded.adaptive_lr.learning_rate < learning_rate
 
     model.learn(64, reset_num_timesteps=False)  # the same in-process, without a save in between
-    assert model.kl_coef == pytest.approx(loaded.kl_coef)
+    assert model.kl_penalty.coef == pytest.approx(loaded.kl_penalty.coef)
     assert model.num_timesteps == 192
 
 
@@ -77,3 +82,24 @@ def test_parameters_and_settings_round_trip(tmp_path):
         assert getattr(loaded, name) == getattr(model, name)
     for key, value in model.policy.state_dict().items():
         np.testing.assert_array_equal(loaded.policy.state_dict()[key].numpy(), value.numpy())
+
+
+DATA = os.path.join(os.path.dirname(__file__), "data")
+
+
+def test_zip_of_the_version_before_the_controllers_loads_and_continues_as_it_did():
+    """``ppo_adaptive_pre_controllers.zip`` was saved by the code before the adaptive controllers (commit 7492c31:
+    beta now as ``kl_coef``, the adaptive learning rate as ``adaptive_learning_rate``), after 128 steps of
+    clip_kl_penalty with both rules on. The ``.npz`` holds what that code gave after loading it and training on
+    (``set_random_seed(1)``, 128 more steps): the weights, beta and the learning rate."""
+    expected = np.load(os.path.join(DATA, "ppo_adaptive_pre_controllers_continued.npz"))
+    loaded = PPO.load(os.path.join(DATA, "ppo_adaptive_pre_controllers.zip"), env=make_vec_env("Pendulum-v1", n_envs=1, seed=1))
+    assert loaded.kl_penalty.coef == 4.0 and loaded.adaptive_lr.learning_rate == pytest.approx(0.0050625)
+    loaded.set_random_seed(1)
+    loaded.learn(128, reset_num_timesteps=False)
+    assert loaded.num_timesteps == 256
+    assert loaded.kl_penalty.coef == float(expected["kl_coef"])
+    assert loaded.adaptive_lr.learning_rate == float(expected["learning_rate"])
+    assert loaded.policy.optimizer.param_groups[0]["lr"] == float(expected["lr_in_optimizer"])
+    parameters = th.nn.utils.parameters_to_vector(loaded.policy.parameters()).detach().numpy()
+    np.testing.assert_allclose(parameters, expected["parameters"], rtol=1e-5, atol=1e-6)

@@ -1,20 +1,167 @@
-"""The two adaptive-KL rules, as small pure functions with every constant a parameter.
+"""The two adaptive-KL rules: each a pure function with every constant a parameter, and a small controller object
+that holds its settings and its state, validates them, and applies the rule in ``update(kl)``.
 
-* :func:`adapt_kl_coef`: the adaptive KL penalty of the PPO paper (Schulman et al. 2017, sec. 4).
-* :func:`adapt_learning_rate`: the KL-adaptive learning rate of rsl_rl / legged_gym (and rl_games, Brax).
+* :func:`adapt_kl_coef` / :class:`KLPenaltyController`: the adaptive KL penalty of the PPO paper (Schulman et al.
+  2017, sec. 4).
+* :func:`adapt_learning_rate` / :class:`KLAdaptiveLearningRate`: the KL-adaptive learning rate of rsl_rl /
+  legged_gym (and rl_games, Brax).
+
+The controllers' field defaults are the defaults of PPO's flat keywords (``kl_penalty_tolerance``, ``lr_kl_factor``,
+...); :attr:`KLPenaltyController.KEYWORDS` and :attr:`KLAdaptiveLearningRate.KEYWORDS` name the keyword of each field,
+which is also the name their validation errors give.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from sb3_ppo_ext.validation import HyperparameterError, check_choice, check_number, check_positive
+
+LR_KL_CADENCES = ("minibatch", "epoch")
+
+
+@dataclass
+class KLPenaltyController:
+    """The KL penalty coefficient beta and the paper's rule that adapts it after every update (:func:`adapt_kl_coef`).
+
+    :param coef: beta now (the state; PPO's ``kl_coef`` is its initial value).
+    :param target: KL per update that beta adapts towards (the paper's ``d_targ``); ``None``: beta stays fixed.
+    :param tolerance: band factor around the target inside which beta is left alone (paper: 1.5), > 1.
+    :param factor: multiplicative step (paper: 2), > 1.
+    :param coef_min: lower bound of beta.
+    :param coef_max: upper bound of beta.
+    """
+
+    coef: float = 1.0
+    target: float | None = 0.01
+    tolerance: float = 1.5
+    factor: float = 2.0
+    coef_min: float = 1e-4
+    coef_max: float = 100.0
+
+    #: PPO's constructor keyword of each field.
+    KEYWORDS: ClassVar[dict[str, str]] = {
+        "coef": "kl_coef",
+        "target": "kl_penalty_target",
+        "tolerance": "kl_penalty_tolerance",
+        "factor": "kl_penalty_factor",
+        "coef_min": "kl_coef_min",
+        "coef_max": "kl_coef_max",
+    }
+
+    def __post_init__(self) -> None:
+        name = self.KEYWORDS
+        check_positive(name["coef_min"], self.coef_min)
+        check_positive(name["coef_max"], self.coef_max)
+        if self.coef_min > self.coef_max:
+            raise HyperparameterError(
+                f"{name['coef_min']} must be <= {name['coef_max']}, got {self.coef_min} > {self.coef_max}"
+            )
+        check_number(name["coef"], self.coef, low=0.0)
+        if self.target is not None:
+            check_positive(name["target"], self.target)
+            check_number(name["coef"], self.coef, low=self.coef_min, high=self.coef_max)
+        check_number(name["tolerance"], self.tolerance, low=1.0, low_inclusive=False)
+        check_number(name["factor"], self.factor, low=1.0, low_inclusive=False)
+
+    @classmethod
+    def from_keywords(cls, settings: Any, **state: Any) -> KLPenaltyController:
+        """The controller of an object holding PPO's flat keywords as attributes; ``state`` overrides fields."""
+        return cls(**{field: getattr(settings, keyword) for field, keyword in cls.KEYWORDS.items()} | state)
+
+    def update(self, kl: float) -> float:
+        """Adapt beta to the KL of the update just made (nothing when there is no target); return the new beta."""
+        if self.target is not None:
+            self.coef = adapt_kl_coef(kl, self.coef, self.target, self.tolerance, self.factor, self.coef_min, self.coef_max)
+        return self.coef
+
+
+@dataclass
+class KLAdaptiveLearningRate:
+    """The learning rate set by rsl_rl's KL rule after every minibatch or epoch (:func:`adapt_learning_rate`).
+
+    :param target: desired KL (rsl_rl's ``desired_kl``: 0.01); ``None``: off (the learning-rate schedule rules).
+    :param tolerance: band factor around the target (rsl_rl: 2), > 1.
+    :param factor: multiplicative step (rsl_rl: 1.5), > 1.
+    :param lr_min: lower bound of the learning rate.
+    :param lr_max: upper bound of the learning rate.
+    :param cadence: ``"minibatch"`` (rsl_rl) or ``"epoch"`` (the mean KL of the epoch's minibatches).
+    :param learning_rate: the learning rate now (the state); ``None`` until :meth:`start`.
+    """
+
+    target: float | None = None
+    tolerance: float = 2.0
+    factor: float = 1.5
+    lr_min: float = 1e-5
+    lr_max: float = 1e-2
+    cadence: str = "minibatch"
+    learning_rate: float | None = None
+
+    #: PPO's constructor keyword of each setting (the state, ``learning_rate``, starts from PPO's ``learning_rate``).
+    KEYWORDS: ClassVar[dict[str, str]] = {
+        "target": "lr_kl_target",
+        "tolerance": "lr_kl_tolerance",
+        "factor": "lr_kl_factor",
+        "lr_min": "lr_min",
+        "lr_max": "lr_max",
+        "cadence": "lr_kl_cadence",
+    }
+
+    def __post_init__(self) -> None:
+        name = self.KEYWORDS
+        if self.target is not None:
+            check_positive(name["target"], self.target)
+        check_number(name["tolerance"], self.tolerance, low=1.0, low_inclusive=False)
+        check_number(name["factor"], self.factor, low=1.0, low_inclusive=False)
+        check_positive(name["lr_min"], self.lr_min)
+        check_positive(name["lr_max"], self.lr_max)
+        if self.lr_min > self.lr_max:
+            raise HyperparameterError(f"{name['lr_min']} must be <= {name['lr_max']}, got {self.lr_min} > {self.lr_max}")
+        check_choice(name["cadence"], self.cadence, LR_KL_CADENCES)
+
+    @classmethod
+    def from_keywords(cls, settings: Any, **state: Any) -> KLAdaptiveLearningRate:
+        """The controller of an object holding PPO's flat keywords as attributes; ``state`` overrides fields."""
+        return cls(**{field: getattr(settings, keyword) for field, keyword in cls.KEYWORDS.items()} | state)
+
+    @property
+    def active(self) -> bool:
+        """Whether the rule sets the learning rate (a target is set)."""
+        return self.target is not None
+
+    def check_start(self, learning_rate: float) -> None:
+        """Raise unless the rule, when active, can start from ``learning_rate`` (PPO's): it lies within the bounds."""
+        if self.active:
+            check_number("learning_rate", learning_rate, low=self.lr_min, high=self.lr_max)
+
+    def start(self, learning_rate: float) -> None:
+        """Start from ``learning_rate`` (clamped to the bounds) unless a state is already there (a loaded model)."""
+        if self.active and self.learning_rate is None:
+            self.learning_rate = min(max(float(learning_rate), self.lr_min), self.lr_max)
+
+    def update(self, kl: float) -> float:
+        """Adapt the learning rate to one KL measurement; return the new rate."""
+        self.learning_rate = adapt_learning_rate(
+            kl,
+            self.learning_rate,  # type: ignore[arg-type]
+            self.target,  # type: ignore[arg-type]
+            self.tolerance,
+            self.factor,
+            self.lr_min,
+            self.lr_max,
+        )
+        return self.learning_rate
 
 
 def adapt_kl_coef(
     kl: float,
     kl_coef: float,
     target: float,
-    tolerance: float = 1.5,
-    factor: float = 2.0,
-    coef_min: float = 1e-4,
-    coef_max: float = 100.0,
+    tolerance: float = KLPenaltyController.tolerance,
+    factor: float = KLPenaltyController.factor,
+    coef_min: float = KLPenaltyController.coef_min,
+    coef_max: float = KLPenaltyController.coef_max,
 ) -> float:
     """Return the KL penalty coefficient (beta) for the next update.
 
@@ -42,10 +189,10 @@ def adapt_learning_rate(
     kl: float,
     learning_rate: float,
     target: float,
-    tolerance: float = 2.0,
-    factor: float = 1.5,
-    lr_min: float = 1e-5,
-    lr_max: float = 1e-2,
+    tolerance: float = KLAdaptiveLearningRate.tolerance,
+    factor: float = KLAdaptiveLearningRate.factor,
+    lr_min: float = KLAdaptiveLearningRate.lr_min,
+    lr_max: float = KLAdaptiveLearningRate.lr_max,
 ) -> float:
     """Return the learning rate after one KL measurement (rsl_rl's rule).
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Iterator
 from functools import partial
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 import numpy as np
 import torch as th
 from gymnasium import spaces
-from stable_baselines3.common.buffers import DictRolloutBuffer, RolloutBuffer
+from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.policies import ActorCriticCnnPolicy, ActorCriticPolicy, BasePolicy, MultiInputActorCriticPolicy
@@ -22,44 +21,15 @@ from stable_baselines3.common.vec_env import VecEnv
 from torch.nn import functional as F
 
 from sb3_ppo_ext.ppo import actor_critic_groups, direct_evaluation
-from sb3_ppo_ext.ppo.adaptive import adapt_kl_coef, adapt_learning_rate
+from sb3_ppo_ext.ppo.adaptive import KLAdaptiveLearningRate, KLPenaltyController
+from sb3_ppo_ext.ppo.compiled import CompiledOrEager
 from sb3_ppo_ext.ppo.kl import AnalyticKL, DistributionParams, k3_kl
 from sb3_ppo_ext.ppo.numpy_policy import NumpyActorCritic
 from sb3_ppo_ext.ppo.optim import ClippedStep, NonFiniteGradientError, fused_adam
+from sb3_ppo_ext.ppo.rollout import UpdateRollout, add_to_rollout_buffer, take_rows
 from sb3_ppo_ext.validation import HyperparameterError, check_choice, check_int, check_number, check_positive
 
 SelfPPO = TypeVar("SelfPPO", bound="PPO")
-
-
-def _take(value: Any, index: th.Tensor | slice) -> Any:
-    """Rows ``index`` of a tensor or of every tensor in a dict of observations."""
-    if isinstance(value, dict):
-        return {key: tensor[index] for key, tensor in value.items()}
-    return value[index]
-
-
-def _add_to_rollout_buffer(
-    buffer: RolloutBuffer,
-    observations: np.ndarray,
-    actions: np.ndarray,
-    rewards: np.ndarray,
-    episode_starts: np.ndarray,
-    values: np.ndarray,
-    log_probs: np.ndarray,
-) -> None:
-    """``RolloutBuffer.add`` for numpy values (the same writes, without its tensor round trips and copies)."""
-    if isinstance(buffer.observation_space, spaces.Discrete):
-        observations = observations.reshape((buffer.n_envs, *buffer.obs_shape))
-    position = buffer.pos
-    buffer.observations[position] = observations
-    buffer.actions[position] = actions.reshape((buffer.n_envs, buffer.action_dim))
-    buffer.rewards[position] = rewards
-    buffer.episode_starts[position] = episode_starts
-    buffer.values[position] = values.reshape(-1)
-    buffer.log_probs[position] = log_probs
-    buffer.pos += 1
-    if buffer.pos == buffer.buffer_size:
-        buffer.full = True
 
 
 def raise_non_finite(what: str, values: np.ndarray, num_timesteps: int, outputs: np.ndarray | None = None) -> None:
@@ -89,62 +59,26 @@ def raise_non_finite(what: str, values: np.ndarray, num_timesteps: int, outputs:
 
 
 OBJECTIVES = ("clip", "kl_penalty", "clip_kl_penalty")
-LR_KL_CADENCES = ("minibatch", "epoch")
 
 
-class _PackedRollout:
-    """A rollout of flat float32 observations and actions, plus the collecting policy's distribution parameters,
-    packed column-wise into one tensor: cutting a minibatch is then one indexing operation instead of one per field
-    (each costs as much as a small matmul at minibatch sizes)."""
+class LossStats(NamedTuple):
+    """The terms of one minibatch's loss, detached (0-d tensors), or their means over an update (floats)."""
 
-    def __init__(self, packed: th.Tensor, widths: list[int], observation_shape: tuple, action_shape: tuple, n_params: int):
-        self.packed = packed
-        self.widths = widths
-        self.observation_shape = observation_shape
-        self.action_shape = action_shape
-        self.n_params = n_params
+    policy_gradient_loss: Any
+    value_loss: Any
+    entropy_loss: Any
+    kl_penalty_loss: Any
+    loss: Any
+    kl: Any  # KL(pi_old || pi), the penalty's estimate (analytic where there is a closed form, else k3)
+    approx_kl: Any  # SB3's k3 estimate (its early stop and log key)
+    clip_fraction: Any
 
     @classmethod
-    def pack(cls, data: RolloutBufferSamples, old_params: DistributionParams | None) -> _PackedRollout | None:
-        """The packed rollout, or ``None`` when a field is not a float32 tensor (dict or integer observations...)."""
-        params = tuple(old_params) if old_params is not None else ()
-        tensors = [data.observations, data.actions, *params]
-        if not all(isinstance(t, th.Tensor) and t.dtype == th.float32 for t in tensors):
-            return None
-        n = len(data.advantages)
-        columns = [data.observations.reshape(n, -1), data.actions.reshape(n, -1)]
-        columns += [t.reshape(n, 1) for t in (data.old_values, data.old_log_prob, data.advantages, data.returns)]
-        columns += [t.reshape(n, -1) for t in params]
-        widths = [column.shape[1] for column in columns]
-        return cls(th.cat(columns, dim=1), widths, tuple(data.observations.shape[1:]), tuple(data.actions.shape[1:]), len(params))
-
-    def take(self, index: th.Tensor) -> tuple[RolloutBufferSamples, DistributionParams | None]:
-        """The samples (and collecting-policy parameters) of rows ``index``."""
-        return self._unpack(self.packed[index])
-
-    def minibatches(
-        self, permutation: th.Tensor, batch_size: int
-    ) -> Iterator[tuple[RolloutBufferSamples, DistributionParams | None]]:
-        """``take`` of each ``batch_size`` chunk of ``permutation``, from one reordering of the whole rollout (one
-        indexing operation per epoch; each minibatch is then a view)."""
-        shuffled = self.packed[permutation]
-        for start in range(0, len(shuffled), batch_size):
-            yield self._unpack(shuffled[start : start + batch_size])
-
-    def _unpack(self, rows: th.Tensor) -> tuple[RolloutBufferSamples, DistributionParams | None]:
-        # Fields are strided views of ``rows``. The advantages are made contiguous: their mean and std (advantage
-        # normalisation) would otherwise be summed in another order than over SB3's contiguous minibatch.
-        parts = th.split(rows, self.widths, dim=1)
-        observations, actions, old_values, old_log_prob, advantages, returns = parts[:6]
-        samples = RolloutBufferSamples(
-            observations.reshape(-1, *self.observation_shape),
-            actions.reshape(-1, *self.action_shape),
-            old_values.flatten(),
-            old_log_prob.flatten(),
-            advantages.flatten().contiguous(),
-            returns.flatten(),
-        )
-        return samples, (tuple(parts[6:]) if self.n_params else None)
+    def mean(cls, stats: list[LossStats]) -> LossStats:
+        """The mean of each statistic over ``stats`` as floats (one device sync for all); NaN for an empty list."""
+        if not stats:
+            return cls(*[float("nan")] * len(cls._fields))
+        return cls(*th.stack([th.stack(minibatch) for minibatch in stats]).mean(dim=0).tolist())
 
 
 class PPO(OnPolicyAlgorithm):
@@ -166,7 +100,9 @@ class PPO(OnPolicyAlgorithm):
 
     Collection and update are written for speed with identical maths: a numpy copy of standard MLP policies acts
     during collection, the update computes Gaussian and categorical log-probabilities directly and iterates over
-    tensors built once per update, and Adam runs its fused kernel when available. Every random number is drawn as SB3's
+    tensors built once per update, and Adam runs its fused kernel when available (one module per trick, each saying
+    what it mirrors: :mod:`~sb3_ppo_ext.ppo.numpy_policy`, :mod:`~sb3_ppo_ext.ppo.rollout`,
+    :mod:`~sb3_ppo_ext.ppo.direct_evaluation`, :mod:`~sb3_ppo_ext.ppo.optim`). Every random number is drawn as SB3's
     PPO draws it (action noise from torch's generator, minibatch order from numpy's), so the same seed gives SB3's run
     to float32 rounding (``tests/test_parity.py``).
 
@@ -191,7 +127,9 @@ class PPO(OnPolicyAlgorithm):
     :param target_kl: SB3's early stopping: stop the epochs of an update at the first minibatch whose k3 KL
         estimate exceeds ``1.5 * target_kl`` (that minibatch's step is skipped). ``None``: off.
     :param objective: ``"clip"``, ``"kl_penalty"`` or ``"clip_kl_penalty"`` (see above).
-    :param kl_coef: Initial KL penalty coefficient beta (used by the penalty objectives).
+    :param kl_coef: Initial KL penalty coefficient beta (used by the penalty objectives); beta now is
+        ``kl_penalty.coef`` (:class:`~sb3_ppo_ext.ppo.adaptive.KLPenaltyController`, which the ``kl_*`` keywords set up;
+        the ``lr_*`` keywords set up ``adaptive_lr``, a :class:`~sb3_ppo_ext.ppo.adaptive.KLAdaptiveLearningRate`).
     :param kl_penalty_target: KL per update that beta adapts towards; ``None`` keeps beta fixed.
     :param kl_penalty_tolerance: Band factor around ``kl_penalty_target`` (paper: 1.5), > 1.
     :param kl_penalty_factor: Multiplicative step of beta (paper: 2), > 1.
@@ -250,18 +188,18 @@ class PPO(OnPolicyAlgorithm):
         rollout_buffer_kwargs: dict[str, Any] | None = None,
         target_kl: float | None = None,
         objective: str = "clip",
-        kl_coef: float = 1.0,
-        kl_penalty_target: float | None = 0.01,
-        kl_penalty_tolerance: float = 1.5,
-        kl_penalty_factor: float = 2.0,
-        kl_coef_min: float = 1e-4,
-        kl_coef_max: float = 100.0,
-        lr_kl_target: float | None = None,
-        lr_kl_tolerance: float = 2.0,
-        lr_kl_factor: float = 1.5,
-        lr_min: float = 1e-5,
-        lr_max: float = 1e-2,
-        lr_kl_cadence: str = "minibatch",
+        kl_coef: float = KLPenaltyController.coef,
+        kl_penalty_target: float | None = KLPenaltyController.target,
+        kl_penalty_tolerance: float = KLPenaltyController.tolerance,
+        kl_penalty_factor: float = KLPenaltyController.factor,
+        kl_coef_min: float = KLPenaltyController.coef_min,
+        kl_coef_max: float = KLPenaltyController.coef_max,
+        lr_kl_target: float | None = KLAdaptiveLearningRate.target,
+        lr_kl_tolerance: float = KLAdaptiveLearningRate.tolerance,
+        lr_kl_factor: float = KLAdaptiveLearningRate.factor,
+        lr_min: float = KLAdaptiveLearningRate.lr_min,
+        lr_max: float = KLAdaptiveLearningRate.lr_max,
+        lr_kl_cadence: str = KLAdaptiveLearningRate.cadence,
         vf_learning_rate: float | Schedule | None = None,
         vf_max_grad_norm: float | None = None,
         fast_collect: bool = True,
@@ -320,11 +258,11 @@ class PPO(OnPolicyAlgorithm):
         self.vf_max_grad_norm = vf_max_grad_norm
         self.fast_collect = fast_collect
         self.compile_update = compile_update
-        self._compiled_loss: Any = None
-        self._compile_failed = False
-        # Adaptive state: saved with the model and carried across learn() calls.
-        self.adaptive_learning_rate: float | None = None
         self.kl_estimator: str | None = None
+        # The adaptive rules with their state (beta, the learning rate), built from the flat keywords above, which
+        # stay the settings as given; saved as plain numbers (``save``) and carried across learn() calls.
+        self.kl_penalty: KLPenaltyController
+        self.adaptive_lr: KLAdaptiveLearningRate
         self._validate_hyperparameters()
         if _init_setup_model:
             self._setup_model()
@@ -359,32 +297,15 @@ class PPO(OnPolicyAlgorithm):
                 f"got {self.batch_size}"
             )
         check_choice("objective", self.objective, OBJECTIVES)
-        check_positive("kl_coef_min", self.kl_coef_min)
-        check_positive("kl_coef_max", self.kl_coef_max)
-        if self.kl_coef_min > self.kl_coef_max:
-            raise HyperparameterError(f"kl_coef_min must be <= kl_coef_max, got {self.kl_coef_min} > {self.kl_coef_max}")
-        check_number("kl_coef", self.kl_coef, low=0.0)
-        if self.kl_penalty_target is not None:
-            check_positive("kl_penalty_target", self.kl_penalty_target)
-            check_number("kl_coef", self.kl_coef, low=self.kl_coef_min, high=self.kl_coef_max)
-        check_number("kl_penalty_tolerance", self.kl_penalty_tolerance, low=1.0, low_inclusive=False)
-        check_number("kl_penalty_factor", self.kl_penalty_factor, low=1.0, low_inclusive=False)
+        self.kl_penalty = KLPenaltyController.from_keywords(self)
         if self.objective == "kl_penalty" and self.kl_coef == 0.0 and self.kl_penalty_target is None:
             raise HyperparameterError(
                 "objective='kl_penalty' with kl_coef=0 and kl_penalty_target=None has neither clipping nor a penalty: "
                 "set kl_coef > 0, a kl_penalty_target, or objective='clip'"
             )
-        if self.lr_kl_target is not None:
-            check_positive("lr_kl_target", self.lr_kl_target)
-        check_number("lr_kl_tolerance", self.lr_kl_tolerance, low=1.0, low_inclusive=False)
-        check_number("lr_kl_factor", self.lr_kl_factor, low=1.0, low_inclusive=False)
-        check_positive("lr_min", self.lr_min)
-        check_positive("lr_max", self.lr_max)
-        if self.lr_min > self.lr_max:
-            raise HyperparameterError(f"lr_min must be <= lr_max, got {self.lr_min} > {self.lr_max}")
-        if self.lr_kl_target is not None and not callable(self.learning_rate):
-            check_number("learning_rate", self.learning_rate, low=self.lr_min, high=self.lr_max)
-        check_choice("lr_kl_cadence", self.lr_kl_cadence, LR_KL_CADENCES)
+        self.adaptive_lr = KLAdaptiveLearningRate.from_keywords(self)
+        if not callable(self.learning_rate):
+            self.adaptive_lr.check_start(self.learning_rate)
         if self.vf_learning_rate is not None and not callable(self.vf_learning_rate):
             check_positive("vf_learning_rate", self.vf_learning_rate)
         if self.vf_max_grad_norm is not None:
@@ -394,6 +315,11 @@ class PPO(OnPolicyAlgorithm):
                 raise HyperparameterError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.env is not None:
             buffer_size = self.env.num_envs * self.n_steps
+            if self.normalize_advantage and buffer_size < 2:
+                raise HyperparameterError(
+                    f"n_steps * n_envs must be > 1 when normalize_advantage=True (advantages are normalised per "
+                    f"minibatch), got n_steps={self.n_steps} and n_envs={self.env.num_envs}"
+                )
             # As SB3: a batch_size above the rollout size only warns (below); each epoch is then one minibatch of the
             # whole rollout.
             if buffer_size % self.batch_size > 0:
@@ -406,15 +332,34 @@ class PPO(OnPolicyAlgorithm):
                 )
 
     def _excluded_save_params(self) -> list[str]:
-        return [*super()._excluded_save_params(), "_compiled_loss"]
+        # The controllers are saved as their state (``save``); the compiled loss is rebuilt.
+        return [*super()._excluded_save_params(), "kl_penalty", "adaptive_lr", "update_loss"]
+
+    def save(self, path: Any, exclude: Any = None, include: Any = None) -> None:
+        """SB3's, with the adaptive rules' state saved as plain numbers (``adaptive_state``, readable without
+        unpickling) in place of the controller objects."""
+        self.adaptive_state = {"kl_coef": self.kl_penalty.coef, "learning_rate": self.adaptive_lr.learning_rate}
+        try:
+            super().save(path, exclude=exclude, include=include)
+        finally:
+            del self.adaptive_state
 
     def _setup_model(self) -> None:
         super()._setup_model()
         self.clip_range = FloatSchedule(self.clip_range)
         if self.clip_range_vf is not None:
             self.clip_range_vf = FloatSchedule(self.clip_range_vf)
-        if self.lr_kl_target is not None and self.adaptive_learning_rate is None:
-            self.adaptive_learning_rate = float(np.clip(self.lr_schedule(1.0), self.lr_min, self.lr_max))
+        # The adaptive rules from the settings, with a loaded model's state: ``adaptive_state`` (``save``), or, in
+        # models saved before the controllers, the attributes ``kl_coef`` (then beta now) and ``adaptive_learning_rate``.
+        state = self.__dict__.pop("adaptive_state", None) or {}
+        saved_learning_rate = self.__dict__.pop("adaptive_learning_rate", None)
+        self.__dict__.pop("_compile_failed", None)  # saved before the compile wrapper; it retries after a load
+        self.kl_penalty = KLPenaltyController.from_keywords(self, coef=state.get("kl_coef", self.kl_coef))
+        self.adaptive_lr = KLAdaptiveLearningRate.from_keywords(
+            self, learning_rate=state.get("learning_rate", saved_learning_rate)
+        )
+        self.adaptive_lr.start(self.lr_schedule(1.0))
+        self.update_loss = CompiledOrEager(self._minibatch_loss, self.compile_update, self.device)
         if self.vf_learning_rate is not None:
             self.vf_learning_rate = FloatSchedule(self.vf_learning_rate)
         if self.separate_critic:
@@ -456,6 +401,11 @@ class PPO(OnPolicyAlgorithm):
                 params["policy.optimizer"] = actor_critic_groups.to_groups(state, self.policy, critic_lr)
             load_path_or_dict = params
         super().set_parameters(load_path_or_dict, exact_match=exact_match, device=device)
+
+    @property
+    def adaptive_learning_rate(self) -> float | None:
+        """The KL-adaptive learning rate now (``adaptive_lr.learning_rate``); ``None`` while the rule is off."""
+        return self.adaptive_lr.learning_rate
 
     @property
     def uses_clipping(self) -> bool:
@@ -535,7 +485,7 @@ class PPO(OnPolicyAlgorithm):
                         rewards[idx] += self.gamma * actor.predict_values(np.asarray(terminal_obs)[None])[0]
 
             if sb3_buffer:
-                _add_to_rollout_buffer(rollout_buffer, self._last_obs, actions, rewards, self._last_episode_starts, values_np, log_probs_np)
+                add_to_rollout_buffer(rollout_buffer, self._last_obs, actions, rewards, self._last_episode_starts, values_np, log_probs_np)
             else:
                 rollout_buffer.add(self._last_obs, actions, rewards, self._last_episode_starts, values, log_probs)  # type: ignore[arg-type]
             self._last_obs = new_obs  # type: ignore[assignment]
@@ -548,49 +498,6 @@ class PPO(OnPolicyAlgorithm):
         return True
 
     # ----------------------------------------------------------------- update
-
-    def _rollout_data(self) -> RolloutBufferSamples | None:
-        """The whole rollout as tensors, in buffer order, or ``None`` for a user-supplied buffer class.
-
-        For SB3's own buffers, minibatches are then cut from these tensors by indexing (the buffer's ``get`` copies
-        numpy to torch for every minibatch, which costs more than the maths on small batches).
-        """
-        buffer = self.rollout_buffer
-        if type(buffer) not in (RolloutBuffer, DictRolloutBuffer):
-            return None
-        if not buffer.generator_ready:
-            # SB3 flattens (n_steps, n_envs) -> (n_steps * n_envs) lazily in get(), which also draws a permutation from
-            # numpy's global generator: put the generator back, so that the epochs draw what SB3's draw.
-            state = np.random.get_state()
-            next(buffer.get(batch_size=None))
-            np.random.set_state(state)
-        return buffer._get_samples(np.arange(buffer.buffer_size * buffer.n_envs))
-
-    def _epoch(
-        self,
-        data: RolloutBufferSamples | None,
-        old_params: DistributionParams | None,
-        packed: _PackedRollout | None,
-    ) -> Iterator[tuple[RolloutBufferSamples, DistributionParams | None]]:
-        """One epoch of shuffled minibatches, each with the collecting policy's distribution on its rows.
-
-        The distribution is ``None`` when unknown (no closed form, or a user buffer whose row order we cannot know).
-        """
-        if data is None:
-            for samples in self.rollout_buffer.get(self.batch_size):
-                yield samples, None
-            return
-        size = len(data.advantages)
-        fields = type(data)
-        # SB3's minibatch order: RolloutBuffer.get draws np.random.permutation once per epoch.
-        permutation = th.as_tensor(np.random.permutation(size), device=self.device)
-        if packed is not None:
-            yield from packed.minibatches(permutation, self.batch_size)
-            return
-        for start in range(0, size, self.batch_size):
-            index = permutation[start : start + self.batch_size]
-            old = tuple(column[index] for column in old_params) if old_params is not None else None
-            yield fields(*(_take(value, index) for value in data)), old
 
     def _direct_head(self) -> str | None:
         """Which action head the update evaluates with direct tensor maths (:mod:`~sb3_ppo_ext.ppo.direct_evaluation`);
@@ -614,7 +521,7 @@ class PPO(OnPolicyAlgorithm):
         parts: list[DistributionParams] = []
         with th.no_grad():
             for start in range(0, size, chunk):
-                obs = _take(observations, slice(start, start + chunk))
+                obs = take_rows(observations, slice(start, start + chunk))
                 parts.append(tuple(t.detach() for t in analytic.params(self.policy.get_distribution(obs))))
         return tuple(th.cat(columns) for columns in zip(*parts))
 
@@ -638,12 +545,11 @@ class PPO(OnPolicyAlgorithm):
         clip_range: float | th.Tensor,
         clip_range_vf: float | th.Tensor | None,
         kl_coef: float | th.Tensor,
-    ) -> tuple[th.Tensor, th.Tensor]:
+    ) -> tuple[th.Tensor, LossStats]:
         """The loss of one minibatch and its statistics.
 
         :param old_params: the collecting policy's distribution on these samples (analytic KL), or ``None`` (k3).
-        :return: the loss to minimise and a detached vector of (policy_gradient_loss, value_loss, entropy_loss,
-            kl_penalty_loss, loss, kl, approx_kl, clip_fraction).
+        :return: the loss to minimise and its terms, detached.
         """
         actions = rollout_data.actions
         if isinstance(self.action_space, spaces.Discrete):
@@ -681,40 +587,15 @@ class PPO(OnPolicyAlgorithm):
         with th.no_grad():
             approx_kl = ((ratio - 1) - log_ratio).mean()  # k3 written as SB3 writes it: the early stop decides alike
             clip_fraction = (th.abs(ratio - 1) > clip_range).float().mean()
-            stats = th.stack([policy_loss, value_loss, entropy_loss, kl_penalty_loss, loss, kl, approx_kl, clip_fraction])
+            stats = LossStats(policy_loss.detach(), value_loss.detach(), entropy_loss.detach(), kl_penalty_loss.detach(),
+                              loss.detach(), kl.detach(), approx_kl, clip_fraction)
         return loss, stats
-
-    def _loss_function(self) -> Any:
-        """:meth:`_minibatch_loss`, compiled with ``torch.compile`` when ``compile_update`` is on and it works here."""
-        if not self.compile_update or self._compile_failed:
-            return self._minibatch_loss
-        if self._compiled_loss is None:
-            self._compiled_loss = th.compile(self._minibatch_loss, dynamic=False)
-
-        def compiled_or_eager(*args: Any) -> tuple[th.Tensor, th.Tensor]:
-            if not self._compile_failed:
-                try:
-                    return self._compiled_loss(*args)
-                except Exception as error:  # no C++ compiler, unsupported platform, backend error ...
-                    self._compile_failed = True
-                    warnings.warn(f"compile_update: torch.compile failed ({type(error).__name__}: {error}); "
-                                  "the update runs eagerly from now on", RuntimeWarning)
-            return self._minibatch_loss(*args)
-
-        return compiled_or_eager
-
-    def _loss_scalars(self, clip_range: float, clip_range_vf: float | None, kl_coef: float) -> tuple[Any, Any, Any]:
-        """Loss constants; as 0-d tensors when compiled, so that a changing schedule or beta does not recompile."""
-        if not self.compile_update or self._compile_failed:
-            return clip_range, clip_range_vf, kl_coef
-        as_tensor = partial(th.tensor, dtype=th.float32, device=self.device)
-        return as_tensor(clip_range), None if clip_range_vf is None else as_tensor(clip_range_vf), as_tensor(kl_coef)
 
     def train(self) -> None:
         """Update policy using the currently gathered rollout buffer."""
         self.policy.set_training_mode(True)
-        if self.adaptive_learning_rate is not None and self.lr_kl_target is not None:
-            self._set_learning_rate(self.adaptive_learning_rate)
+        if self.adaptive_lr.active:
+            self._set_learning_rate(self.adaptive_lr.learning_rate)  # type: ignore[arg-type]
         else:
             self._update_learning_rate(self.policy.optimizer)  # SB3: every group to lr_schedule(progress), logged
             if self.separate_critic:
@@ -723,47 +604,30 @@ class PPO(OnPolicyAlgorithm):
         clip_range_vf = None
         if self.clip_range_vf is not None:
             clip_range_vf = self.clip_range_vf(self._current_progress_remaining)  # type: ignore[operator]
+        kl_coef = self.kl_penalty.coef  # the beta of this update (logged); adapted after it
 
         analytic = AnalyticKL.for_distribution(self.policy.action_dist)
         head = self._direct_head()
         if self.kl_estimator is None:
             self.kl_estimator = "analytic" if analytic is not None else "k3"
             self.logger.info(f"KL(old || new) estimator: {self.kl_estimator} ({type(self.policy.action_dist).__name__})")
-
-        # The collecting policy's distribution on every rollout sample (weights are still pre-update), in buffer
-        # order, so that each minibatch can take its rows: the analytic KL needs it, the buffer does not store it.
-        data = self._rollout_data()
-        old_params = self._distribution_params(analytic, data.observations) if analytic and data is not None else None
-        packed = _PackedRollout.pack(data, old_params) if data is not None else None
-        adapt_lr = self.lr_kl_target is not None
-        penalty = self.uses_kl_penalty
-        kl_coef = self.kl_coef  # the beta of this update (logged); adapted after it
+        # With the collecting policy's distribution on every sample (weights still pre-update) for the analytic KL.
+        rollout = UpdateRollout(self.rollout_buffer, partial(self._distribution_params, analytic) if analytic else None)
+        constants = self.update_loss.constants(clip_range, clip_range_vf, kl_coef)  # tensors when compiled
 
         optimizer = self.policy.optimizer
-        clip_groups = None
-        if self.separate_critic:
-            # The optimizer's order (actor, then critic), so that each group's gradients can be clipped on their own.
-            parameters = [parameter for group in optimizer.param_groups for parameter in group["params"]]
-            if self.vf_max_grad_norm is not None:
-                n_actor = len(optimizer.param_groups[0]["params"])
-                clip_groups = [(n_actor, self.max_grad_norm), (len(parameters) - n_actor, self.vf_max_grad_norm)]
-        else:
-            parameters = list(self.policy.parameters())  # policy.parameters() walks every module: once per update
-        loss_function = self._loss_function()
-        scalars = self._loss_scalars(clip_range, clip_range_vf, kl_coef)
-
-        # Per-minibatch statistics are kept as tensors and averaged once at the end (one sync instead of many).
-        stats: list[th.Tensor] = []
+        stats: list[LossStats] = []  # kept as tensors, averaged once at the end (one sync instead of many)
         learning_rates: list[float] = []
-        epoch_kls: list[th.Tensor] = []
         continue_training = True
         with fused_adam(optimizer):
-            clipped_step = ClippedStep(optimizer, parameters, self.max_grad_norm, clip_groups, error_if_nonfinite=True)
+            clipped_step = self._clipped_step(optimizer)  # inside: it takes its direct path for fused Adam only
             for epochs_done in range(self.n_epochs):
-                epoch_kls.clear()
-                for rollout_data, old in self._epoch(data, old_params, packed):
-                    loss, minibatch_stats = loss_function(rollout_data, old, head, analytic if old else None, *scalars)
-                    kl, approx_kl = minibatch_stats[5], minibatch_stats[6]
+                epoch_kls: list[th.Tensor] = []
+                for rollout_data, old_params in rollout.minibatches(self.batch_size):
+                    loss, minibatch_stats = self.update_loss(
+                        rollout_data, old_params, head, analytic if old_params else None, *constants
+                    )
+                    approx_kl = minibatch_stats.approx_kl
                     if self.target_kl is not None and approx_kl.item() > 1.5 * self.target_kl:
                         continue_training = False
                         if self.verbose >= 1:
@@ -784,49 +648,33 @@ class PPO(OnPolicyAlgorithm):
 
                     learning_rates.append(optimizer.param_groups[0]["lr"])
                     stats.append(minibatch_stats)
-                    if adapt_lr:
-                        if self.lr_kl_cadence == "minibatch":
-                            self._adapt_learning_rate(kl.item())
+                    if self.adaptive_lr.active:
+                        if self.adaptive_lr.cadence == "minibatch":
+                            self._adapt_learning_rate(minibatch_stats.kl.item())
                         else:
-                            epoch_kls.append(kl)
-                if adapt_lr and self.lr_kl_cadence == "epoch" and epoch_kls:
+                            epoch_kls.append(minibatch_stats.kl)
+                if epoch_kls:  # cadence "epoch": the mean KL of the epoch's minibatches
                     self._adapt_learning_rate(th.stack(epoch_kls).mean().item())
                 self._n_updates += 1
                 if not continue_training:
                     break
 
-        stacked_stats = th.stack(stats) if stats else None
-        update_kl = None
-        if penalty and self.kl_penalty_target is not None and analytic is not None and old_params is not None:
-            # The paper's d: KL(pi_rollout || pi_updated) averaged over the whole rollout after the update.
-            update_kl = float(analytic(old_params, self._distribution_params(analytic, data.observations)).mean())
-        elif penalty and self.kl_penalty_target is not None and stacked_stats is not None:
-            # No closed form: the mean k3 estimate over the update stands in for the paper's d.
-            update_kl = float(stacked_stats[:, 6].mean())
+        means = LossStats.mean(stats)
+        update_kl = self._update_kl(rollout, analytic, means if stats else None) if self.uses_kl_penalty else None
         if update_kl is not None:
-            self.kl_coef = adapt_kl_coef(
-                update_kl,
-                self.kl_coef,
-                self.kl_penalty_target,  # type: ignore[arg-type]
-                self.kl_penalty_tolerance,
-                self.kl_penalty_factor,
-                self.kl_coef_min,
-                self.kl_coef_max,
-            )
+            self.kl_penalty.update(update_kl)
 
         explained_var = explained_variance(self.rollout_buffer.values.flatten(), self.rollout_buffer.returns.flatten())
-        means = stacked_stats.mean(dim=0).tolist() if stacked_stats is not None else [float("nan")] * 8
-        pg_loss, value_loss_mean, entropy_loss_mean, penalty_mean, loss_mean, kl_mean, approx_kl_mean, clip_frac = means
-        self.logger.record("train/entropy_loss", entropy_loss_mean)
-        self.logger.record("train/policy_gradient_loss", pg_loss)
-        self.logger.record("train/value_loss", value_loss_mean)
-        self.logger.record("train/approx_kl", approx_kl_mean)
-        self.logger.record("train/clip_fraction", clip_frac)
-        self.logger.record("train/loss", loss_mean)
+        self.logger.record("train/entropy_loss", means.entropy_loss)
+        self.logger.record("train/policy_gradient_loss", means.policy_gradient_loss)
+        self.logger.record("train/value_loss", means.value_loss)
+        self.logger.record("train/approx_kl", means.approx_kl)
+        self.logger.record("train/clip_fraction", means.clip_fraction)
+        self.logger.record("train/loss", means.loss)
         self.logger.record("train/explained_variance", explained_var)
-        self.logger.record("train/kl", kl_mean)
+        self.logger.record("train/kl", means.kl)
         self.logger.record("train/kl_coef", kl_coef)
-        self.logger.record("train/kl_penalty_loss", penalty_mean)
+        self.logger.record("train/kl_penalty_loss", means.kl_penalty_loss)
         if update_kl is not None:
             self.logger.record("train/kl_update", update_kl)
         if learning_rates:
@@ -840,17 +688,34 @@ class PPO(OnPolicyAlgorithm):
         if clip_range_vf is not None:
             self.logger.record("train/clip_range_vf", clip_range_vf)
 
+    def _clipped_step(self, optimizer: th.optim.Optimizer) -> ClippedStep:
+        """Gradient clipping and the optimizer step of this update (each group's own clip for a separate critic)."""
+        clip_groups = None
+        if self.separate_critic:
+            # The optimizer's order (actor, then critic), so that each group's gradients can be clipped on their own.
+            parameters = [parameter for group in optimizer.param_groups for parameter in group["params"]]
+            if self.vf_max_grad_norm is not None:
+                n_actor = len(optimizer.param_groups[0]["params"])
+                clip_groups = [(n_actor, self.max_grad_norm), (len(parameters) - n_actor, self.vf_max_grad_norm)]
+        else:
+            parameters = list(self.policy.parameters())  # policy.parameters() walks every module: once per update
+        return ClippedStep(optimizer, parameters, self.max_grad_norm, clip_groups, error_if_nonfinite=True)
+
+    def _update_kl(self, rollout: UpdateRollout, analytic: AnalyticKL | None, means: LossStats | None) -> float | None:
+        """The paper's d, the KL that beta adapts to: ``None`` when beta is fixed, or without a closed form when no
+        minibatch was trained (``means``: the update's mean statistics)."""
+        if self.kl_penalty.target is None:
+            return None
+        if analytic is not None and rollout.old_params is not None:
+            # KL(pi_rollout || pi_updated) averaged over the whole rollout after the update.
+            new_params = self._distribution_params(analytic, rollout.samples.observations)  # type: ignore[union-attr]
+            return float(analytic(rollout.old_params, new_params).mean())
+        if means is None:
+            return None
+        return means.approx_kl  # no closed form: the mean k3 estimate over the update stands in for d
+
     def _adapt_learning_rate(self, kl: float) -> None:
-        self.adaptive_learning_rate = adapt_learning_rate(
-            kl,
-            self.adaptive_learning_rate,  # type: ignore[arg-type]
-            self.lr_kl_target,  # type: ignore[arg-type]
-            self.lr_kl_tolerance,
-            self.lr_kl_factor,
-            self.lr_min,
-            self.lr_max,
-        )
-        self._set_learning_rate(self.adaptive_learning_rate)
+        self._set_learning_rate(self.adaptive_lr.update(kl))
 
     def learn(
         self: SelfPPO,

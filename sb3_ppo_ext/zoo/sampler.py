@@ -15,13 +15,14 @@ from typing import Any
 import optuna
 from torch import nn
 
+from sb3_ppo_ext.ppo.ppo import OBJECTIVES
+
 NET_ARCHS: dict[str, dict[str, list[int]]] = {
     "tiny": {"pi": [64], "vf": [64]},
     "small": {"pi": [64, 64], "vf": [64, 64]},
     "medium": {"pi": [256, 256], "vf": [256, 256]},
 }
 ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "leaky_relu": nn.LeakyReLU}
-OBJECTIVES = ("clip", "kl_penalty", "clip_kl_penalty")
 #: ``None`` keeps beta fixed / switches the KL-adaptive learning rate off.
 KL_PENALTY_TARGETS = (None, 0.003, 0.01, 0.02, 0.05)
 LR_KL_TARGETS = (None, 0.005, 0.01, 0.02)

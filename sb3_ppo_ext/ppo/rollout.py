@@ -1,0 +1,181 @@
+"""The rollout buffer's data for collection and update: direct writes, and the minibatches of one update.
+
+Mirrors ``RolloutBuffer.add`` and ``RolloutBuffer.get(batch_size)`` of SB3's two buffers (``RolloutBuffer``,
+``DictRolloutBuffer``), faster where the data allows it:
+
+* :func:`add_to_rollout_buffer` writes one step of numpy values where ``add`` would convert tensors back to numpy
+  and copy them.
+* :class:`UpdateRollout` reads the whole rollout once as tensors (in buffer order) and cuts each epoch's minibatches
+  from them by indexing, where ``get`` copies numpy to torch for every minibatch; flat float32 observations and
+  actions are packed column-wise into one tensor (:class:`PackedRollout`), so that a minibatch is one indexing
+  operation. The minibatch order is ``get``'s: one ``np.random.permutation`` per epoch from numpy's global
+  generator, so that the same seed gives SB3's minibatches.
+
+Guarded: any other buffer class (a user's ``rollout_buffer_class``) is read through its own ``get``, and then the
+collecting policy's distribution on each minibatch is unknown (``None``: the k3 KL estimate is used).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch as th
+from gymnasium import spaces
+from stable_baselines3.common.buffers import DictRolloutBuffer, RolloutBuffer
+from stable_baselines3.common.type_aliases import RolloutBufferSamples
+
+from sb3_ppo_ext.ppo.kl import DistributionParams
+
+
+def add_to_rollout_buffer(
+    buffer: RolloutBuffer,
+    observations: np.ndarray,
+    actions: np.ndarray,
+    rewards: np.ndarray,
+    episode_starts: np.ndarray,
+    values: np.ndarray,
+    log_probs: np.ndarray,
+) -> None:
+    """``RolloutBuffer.add`` for numpy values (the same writes, without its tensor round trips and copies)."""
+    if isinstance(buffer.observation_space, spaces.Discrete):
+        observations = observations.reshape((buffer.n_envs, *buffer.obs_shape))
+    position = buffer.pos
+    buffer.observations[position] = observations
+    buffer.actions[position] = actions.reshape((buffer.n_envs, buffer.action_dim))
+    buffer.rewards[position] = rewards
+    buffer.episode_starts[position] = episode_starts
+    buffer.values[position] = values.reshape(-1)
+    buffer.log_probs[position] = log_probs
+    buffer.pos += 1
+    if buffer.pos == buffer.buffer_size:
+        buffer.full = True
+
+
+def take_rows(value: Any, index: th.Tensor | slice) -> Any:
+    """Rows ``index`` of a tensor or of every tensor in a dict of observations."""
+    if isinstance(value, dict):
+        return {key: tensor[index] for key, tensor in value.items()}
+    return value[index]
+
+
+def flatten_buffer(buffer: RolloutBuffer | DictRolloutBuffer) -> None:
+    """What ``get`` does to the buffer on its first call, without drawing its permutation: every array from
+    ``(n_steps, n_envs, ...)`` to ``(n_steps * n_envs, ...)``, in place."""
+    if isinstance(buffer.observations, dict):
+        for key, observations in buffer.observations.items():
+            buffer.observations[key] = buffer.swap_and_flatten(observations)
+    else:
+        buffer.observations = buffer.swap_and_flatten(buffer.observations)
+    for name in ("actions", "values", "log_probs", "advantages", "returns"):
+        setattr(buffer, name, buffer.swap_and_flatten(getattr(buffer, name)))
+    buffer.generator_ready = True
+
+
+class Minibatch(NamedTuple):
+    """One minibatch: the buffer's samples and the collecting policy's distribution on them (``None``: unknown)."""
+
+    samples: RolloutBufferSamples
+    old_params: DistributionParams | None
+
+
+class PackedRollout:
+    """A rollout of flat float32 observations and actions, plus the collecting policy's distribution parameters,
+    packed column-wise into one tensor: cutting a minibatch is then one indexing operation instead of one per field
+    (each costs as much as a small matmul at minibatch sizes)."""
+
+    def __init__(self, packed: th.Tensor, widths: list[int], observation_shape: tuple, action_shape: tuple, n_params: int):
+        self.packed = packed
+        self.widths = widths
+        self.observation_shape = observation_shape
+        self.action_shape = action_shape
+        self.n_params = n_params
+
+    @classmethod
+    def pack(cls, data: RolloutBufferSamples, old_params: DistributionParams | None) -> PackedRollout | None:
+        """The packed rollout, or ``None`` when a field is not a float32 tensor (dict or integer observations...)."""
+        params = tuple(old_params) if old_params is not None else ()
+        tensors = [data.observations, data.actions, *params]
+        if not all(isinstance(t, th.Tensor) and t.dtype == th.float32 for t in tensors):
+            return None
+        n = len(data.advantages)
+        columns = [data.observations.reshape(n, -1), data.actions.reshape(n, -1)]
+        columns += [t.reshape(n, 1) for t in (data.old_values, data.old_log_prob, data.advantages, data.returns)]
+        columns += [t.reshape(n, -1) for t in params]
+        widths = [column.shape[1] for column in columns]
+        return cls(th.cat(columns, dim=1), widths, tuple(data.observations.shape[1:]), tuple(data.actions.shape[1:]), len(params))
+
+    def take(self, index: th.Tensor) -> Minibatch:
+        """The samples (and collecting-policy parameters) of rows ``index``."""
+        return self._unpack(self.packed[index])
+
+    def minibatches(self, permutation: th.Tensor, batch_size: int) -> Iterator[Minibatch]:
+        """``take`` of each ``batch_size`` chunk of ``permutation``, from one reordering of the whole rollout (one
+        indexing operation per epoch; each minibatch is then a view)."""
+        shuffled = self.packed[permutation]
+        for start in range(0, len(shuffled), batch_size):
+            yield self._unpack(shuffled[start : start + batch_size])
+
+    def _unpack(self, rows: th.Tensor) -> Minibatch:
+        # Fields are strided views of ``rows``. The advantages are made contiguous: their mean and std (advantage
+        # normalisation) would otherwise be summed in another order than over SB3's contiguous minibatch.
+        parts = th.split(rows, self.widths, dim=1)
+        observations, actions, old_values, old_log_prob, advantages, returns = parts[:6]
+        samples = RolloutBufferSamples(
+            observations.reshape(-1, *self.observation_shape),
+            actions.reshape(-1, *self.action_shape),
+            old_values.flatten(),
+            old_log_prob.flatten(),
+            advantages.flatten().contiguous(),
+            returns.flatten(),
+        )
+        return Minibatch(samples, tuple(parts[6:]) if self.n_params else None)
+
+
+class UpdateRollout:
+    """The rollout of one update, read once from the rollout buffer, and its minibatches (:meth:`minibatches`).
+
+    :param buffer: the filled rollout buffer (returns and advantages computed).
+    :param distribution_params: the collecting policy's distribution parameters on given observations (for the
+        analytic KL; called once, before any update step), or ``None`` when there is no closed form.
+    """
+
+    def __init__(
+        self,
+        buffer: RolloutBuffer,
+        distribution_params: Callable[[Any], DistributionParams] | None = None,
+    ) -> None:
+        self.buffer = buffer
+        #: The whole rollout in buffer order, or ``None`` for a buffer class other than SB3's two.
+        self.samples: RolloutBufferSamples | None = None
+        #: The collecting policy's distribution on every row of :attr:`samples` (``None``: unknown).
+        self.old_params: DistributionParams | None = None
+        self._packed: PackedRollout | None = None
+        if type(buffer) not in (RolloutBuffer, DictRolloutBuffer):
+            return
+        if not buffer.generator_ready:
+            flatten_buffer(buffer)
+        self.samples = buffer._get_samples(np.arange(buffer.buffer_size * buffer.n_envs))
+        if distribution_params is not None:
+            self.old_params = distribution_params(self.samples.observations)
+        self._packed = PackedRollout.pack(self.samples, self.old_params)
+
+    def minibatches(self, batch_size: int) -> Iterator[Minibatch]:
+        """One epoch: ``RolloutBuffer.get(batch_size)``'s shuffled minibatches, each with the collecting policy's
+        distribution on its rows."""
+        if self.samples is None:
+            for samples in self.buffer.get(batch_size):
+                yield Minibatch(samples, None)
+            return
+        size = len(self.samples.advantages)
+        # SB3's minibatch order: RolloutBuffer.get draws np.random.permutation once per epoch.
+        permutation = th.as_tensor(np.random.permutation(size), device=self.samples.advantages.device)
+        if self._packed is not None:
+            yield from self._packed.minibatches(permutation, batch_size)
+            return
+        for start in range(0, size, batch_size):
+            index = permutation[start : start + batch_size]
+            old = tuple(column[index] for column in self.old_params) if self.old_params is not None else None
+            fields = type(self.samples)  # RolloutBufferSamples or DictRolloutBufferSamples
+            yield Minibatch(fields(*(take_rows(value, index) for value in self.samples)), old)
