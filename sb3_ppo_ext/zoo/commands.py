@@ -24,6 +24,7 @@ from sb3_ppo_ext.callbacks.live_view import display_available
 from sb3_ppo_ext.cli import DEBUG_HELP, DEBUG_OPTION
 from sb3_ppo_ext.zoo.experiment import (
     ALGORITHM_NAME,
+    VEC_ENV_TYPES,
     SafeExperimentManager,
     SafeStoreDict,
     default_config_path,
@@ -57,6 +58,10 @@ TRAIN_OPTION_CHANGES: dict[str, dict[str, Any]] = {
         "the bundled ppo_ext.yml); Python config files and packages are refused, as rl-zoo3 would run their code"
     },
     "--progress": {"help": "show a progress bar (the default of train)"},
+    "--vec-env": {
+        "choices": list(VEC_ENV_TYPES),
+        "help": "VecEnv type: dummy, subproc (one machine) or ray (a Ray cluster, see --ray-address; the ray extra)",
+    },
     "--hyperparams": {
         "help": "override hyperparameters, e.g. n_envs:4 learning_rate:lin_3e-4 objective:\"'kl_penalty'\" "
         "(Python literals, parsed safely: string values need quotes)"
@@ -83,6 +88,18 @@ TRUST_PICKLES_TRAIN: Option = (
      "help": "with -i: load the model zip, its VecNormalize statistics and a replay_buffer.pkl by unpickling them, as "
              "rl-zoo3 does: a crafted file runs code, so only for files you trust (default: the model and statistics "
              "are rebuilt from plain data, and what cannot be is refused)"},
+)
+
+#: ``train`` / ``optimize`` options of ``--vec-env ray`` (and any VecEnv's keyword arguments).
+VEC_ENV_OPTIONS: tuple[Option, ...] = (
+    (("--ray-address",),
+     {"default": None, "help": "with --vec-env ray: the Ray cluster, 'auto' (started here with `ray start`), "
+      "'ray://host:10001' (Ray Client) or host:port of its head (default: the cluster of RAY_ADDRESS, else a new "
+      "local one)"}),
+    (("--vec-env-kwargs",),
+     {"type": str, "nargs": "+", "action": SafeStoreDict, "default": None,
+      "help": "keyword arguments of the VecEnv class, e.g. envs_per_actor:8 on_actor_loss:\"'restart'\" "
+      "actor_options:dict(num_cpus=1) for --vec-env ray"}),
 )
 
 
@@ -210,7 +227,7 @@ def train(argv: Sequence[str], *, optimize: bool = False) -> None:
     program = f"sb3-ppo-ext {'optimize' if optimize else 'train'}"
     with (
         _script_argv(program, _zoo_train_argv(argv, optimize=optimize)),
-        zoo_parser(program, TRAIN_OPTION_CHANGES, [NO_PROGRESS, DEBUG, TRUST_PICKLES_TRAIN]),
+        zoo_parser(program, TRAIN_OPTION_CHANGES, [NO_PROGRESS, DEBUG, TRUST_PICKLES_TRAIN, *VEC_ENV_OPTIONS]),
         patched_zoo_module(rl_zoo3.train, StoreDict=SafeStoreDict, ExperimentManager=SafeExperimentManager),
     ):
         rl_zoo3.train.train()

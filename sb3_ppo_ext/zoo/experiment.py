@@ -151,6 +151,40 @@ class SaveVecNormalizeStatisticsCallback(SaveVecNormalizeCallback):
         return result
 
 
+#: ``--vec-env`` choices: rl-zoo3's, and ``ray`` for :class:`~sb3_ppo_ext.vec_env.RayVecEnv` (the ``ray`` extra).
+VEC_ENV_TYPES: tuple[str, ...] = ("dummy", "subproc", "ray")
+
+
+def vec_env_settings(vec_env_type: str, zoo_class: type[VecEnv], args: argparse.Namespace) -> tuple[type[VecEnv], dict[str, Any]]:
+    """The VecEnv class and its keyword arguments for ``--vec-env``, ``--vec-env-kwargs`` and ``--ray-address``.
+
+    :param vec_env_type: one of :data:`VEC_ENV_TYPES`.
+    :param zoo_class: the class rl-zoo3 chose (for ``dummy`` / ``subproc``).
+    :param args: the parsed options (``vec_env_kwargs``: a dict or ``None``; ``ray_address``: a string or ``None``).
+    :raises ValueError: for an unknown ``vec_env_type``, a key the class does not take, or ``--ray-address`` without
+        ``--vec-env ray``.
+    """
+    if vec_env_type not in VEC_ENV_TYPES:
+        raise ValueError(f"--vec-env must be one of {VEC_ENV_TYPES}, got {vec_env_type!r}")
+    kwargs = dict(getattr(args, "vec_env_kwargs", None) or {})
+    address = getattr(args, "ray_address", None)
+    vec_env_class = zoo_class
+    if vec_env_type == "ray":
+        from sb3_ppo_ext.vec_env import RayVecEnv  # needs the ray extra
+
+        vec_env_class = RayVecEnv
+        if address is not None:
+            kwargs["address"] = address
+    elif address is not None:
+        raise ValueError(f"--ray-address is for --vec-env ray, not --vec-env {vec_env_type}")
+    accepted = set(inspect.signature(vec_env_class.__init__).parameters) - {"self", "env_fns"}
+    unknown = sorted(set(kwargs) - accepted)
+    if unknown:
+        raise ValueError(f"--vec-env-kwargs: {vec_env_class.__name__} takes no {', '.join(unknown)} (it takes "
+                         f"{', '.join(sorted(accepted)) or 'no keyword arguments'})")
+    return vec_env_class, kwargs
+
+
 class SafeExperimentManager(ExperimentManager):
     """rl-zoo3's ExperimentManager that checks keys, never evaluates config text and unpickles nothing by default.
 
@@ -167,6 +201,12 @@ class SafeExperimentManager(ExperimentManager):
     :func:`~sb3_ppo_ext.safe_loading.load_without_pickles` and the statistics from their twin, and refuses a
     replay buffer pickle, unless ``--trust-pickles`` is given (:attr:`trust_pickles`).
     """
+
+    def __init__(self, args: argparse.Namespace, *positional: Any, vec_env_type: str = "dummy", **keywords: Any) -> None:
+        """rl-zoo3's set-up, with the VecEnv of :func:`vec_env_settings` (``--vec-env ray`` collects on a Ray
+        cluster, rl-zoo3 knows only ``dummy`` and ``subproc``)."""
+        super().__init__(args, *positional, vec_env_type="dummy" if vec_env_type == "ray" else vec_env_type, **keywords)
+        self.vec_env_class, self.vec_env_kwargs = vec_env_settings(vec_env_type, self.vec_env_class, args)
 
     @property
     def trust_pickles(self) -> bool:

@@ -1,0 +1,203 @@
+"""Collection and training throughput of RayVecEnv against DummyVecEnv and SubprocVecEnv, side by side, in one run.
+
+Not a test: prints three tables.
+
+1. Collection: env steps per second of ``sb3_ppo_ext/Humanoid-v0`` with random actions, for each ``--n-envs``,
+   through DummyVecEnv, SubprocVecEnv and RayVecEnv with each ``--envs-per-actor``. Each RayVecEnv is timed in
+   rounds alternating with DummyVecEnv and SubprocVecEnv, so that load from other processes hits them alike; the
+   table shows the median rate over rounds and the median of the per-round ratios to SubprocVecEnv.
+2. Training: env steps per second of whole ``PPO.learn`` iterations (collection and update) with the Humanoid
+   config's network and update (256x256 ReLU, batch 512, 10 epochs, VecNormalize), ``--train-steps`` steps per
+   env per rollout (a few thousand steps per model in all), alternating the VecEnvs in the same way.
+3. The per-call overhead of a Ray step: one actor stepping CartPole (a few microseconds of env work), time per
+   ``step`` minus the same envs stepped in-process by DummyVecEnv, for 1 and 8 envs in the actor.
+
+Ray runs locally on 127.0.0.1 (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``), its actors asking for no CPU
+(``num_cpus=0``) so that as many actors as SubprocVecEnv has processes can be placed on a small machine.
+
+Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_ray_vec_env.py`` (defaults: 16 and 32 envs, 1/4/8/16 envs
+per actor, 3 rounds of 64 steps per env; add ``--no-training`` to time collection only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from collections.abc import Callable
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # before Ray starts: every address on 127.0.0.1
+
+import numpy as np
+import ray
+import torch as th
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecNormalize
+
+import sb3_ppo_ext  # noqa: F401  (registers the sb3_ppo_ext/ ids)
+from sb3_ppo_ext.vec_env import RayVecEnv
+
+HUMANOID = "sb3_ppo_ext/Humanoid-v0"
+RAY_ACTOR_OPTIONS = {"num_cpus": 0}
+
+
+def vec_env_factories(env_id: str, n_envs: int, envs_per_actor: list[int]) -> dict[str, Callable[[], VecEnv]]:
+    """Name -> function building the VecEnv of that name (seeded alike)."""
+    factories: dict[str, Callable[[], VecEnv]] = {
+        "DummyVecEnv": lambda: make_vec_env(env_id, n_envs, seed=0, vec_env_cls=DummyVecEnv),
+        "SubprocVecEnv": lambda: make_vec_env(env_id, n_envs, seed=0, vec_env_cls=SubprocVecEnv),
+    }
+    for per_actor in envs_per_actor:
+        if per_actor <= n_envs:
+            factories[f"RayVecEnv x{per_actor}"] = lambda per_actor=per_actor: make_vec_env(
+                env_id, n_envs, seed=0, vec_env_cls=RayVecEnv,
+                vec_env_kwargs={"envs_per_actor": per_actor, "actor_options": RAY_ACTOR_OPTIONS})
+    return factories
+
+
+def collection_rate(vec_env: VecEnv, actions: np.ndarray) -> float:
+    """Env steps per second of ``vec_env`` through ``actions`` (steps x envs x action)."""
+    start = time.perf_counter()
+    for step_actions in actions:
+        vec_env.step(step_actions)
+    return actions.shape[0] * actions.shape[1] / (time.perf_counter() - start)
+
+
+def median_table(rates: dict[str, list[float]], reference: str) -> list[tuple[str, float, float]]:
+    """(name, median rate, median of per-round ratios to ``reference``) for each name."""
+    return [(name, statistics.median(values),
+             statistics.median(value / base for value, base in zip(values, rates[reference], strict=True)))
+            for name, values in rates.items()]
+
+
+def print_table(title: str, rows: list[tuple[str, float, float]]) -> None:
+    print(f"\n{title}\n{'VecEnv':<18}{'steps/s':>10}{'/ Subproc':>11}")
+    for name, rate, ratio in rows:
+        print(f"{name:<18}{rate:>10.0f}{ratio:>11.2f}")
+
+
+def alternate(
+    factories: dict[str, Callable[[], object]], measure: Callable[[object], float], rounds: int, close: Callable[[object], None]
+) -> list[tuple[str, float, float]]:
+    """Time ``measure`` on DummyVecEnv's and SubprocVecEnv's subject (built once) and on each RayVecEnv subject, built
+    in turn (bounding the processes alive at once), in rounds alternating the three; (name, median rate, median of
+    per-round ratios to SubprocVecEnv)."""
+    factories = dict(factories)
+    baselines = {name: factories.pop(name)() for name in ("DummyVecEnv", "SubprocVecEnv")}
+    rates: dict[str, list[float]] = {name: [] for name in baselines}
+    ratios: dict[str, list[float]] = {name: [] for name in baselines}
+    try:
+        for name, build in factories.items():
+            candidate = build()
+            rates[name], ratios[name] = [], []
+            try:
+                for _ in range(rounds):
+                    round_rates = {other: measure(subject) for other, subject in {**baselines, name: candidate}.items()}
+                    for other, rate in round_rates.items():
+                        rates[other].append(rate)
+                        ratios[other].append(rate / round_rates["SubprocVecEnv"])
+            finally:
+                close(candidate)
+    finally:
+        for subject in baselines.values():
+            close(subject)
+    return [(name, statistics.median(rates[name]), statistics.median(ratios[name])) for name in rates]
+
+
+def bench_collection(n_envs: int, envs_per_actor: list[int], steps: int, rounds: int) -> list[tuple[str, float, float]]:
+    def build(factory: Callable[[], VecEnv]) -> Callable[[], VecEnv]:
+        def built() -> VecEnv:
+            vec_env = factory()
+            vec_env.reset()
+            collection_rate(vec_env, actions[:8])  # warm-up
+            return vec_env
+        return built
+
+    probe = make_vec_env(HUMANOID, 1)
+    space = probe.action_space
+    probe.close()
+    space.seed(0)
+    actions = np.array([[space.sample() for _ in range(n_envs)] for _ in range(steps)])
+    factories = {name: build(factory) for name, factory in vec_env_factories(HUMANOID, n_envs, envs_per_actor).items()}
+    return alternate(factories, lambda vec_env: collection_rate(vec_env, actions), rounds, lambda vec_env: vec_env.close())
+
+
+def bench_training(n_envs: int, envs_per_actor: list[int], n_steps: int, rounds: int) -> list[tuple[str, float, float]]:
+    from sb3_ppo_ext import PPO
+
+    def build(factory: Callable[[], VecEnv]) -> Callable[[], PPO]:
+        return lambda: PPO("MlpPolicy", VecNormalize(factory()), n_steps=n_steps, batch_size=512, n_epochs=10, seed=0,
+                           policy_kwargs={"net_arch": {"pi": [256, 256], "vf": [256, 256]}, "activation_fn": th.nn.ReLU})
+
+    def training_rate(model: PPO) -> float:
+        start = time.perf_counter()
+        model.learn(n_steps * n_envs, reset_num_timesteps=False)
+        return n_steps * n_envs / (time.perf_counter() - start)
+
+    factories = {name: build(factory) for name, factory in vec_env_factories(HUMANOID, n_envs, envs_per_actor).items()}
+    return alternate(factories, training_rate, rounds, lambda model: model.env.close())
+
+
+def bench_call_overhead(calls: int) -> list[tuple[int, float, float, float]]:
+    """(envs in the actor, microseconds per RayVecEnv step, microseconds per DummyVecEnv step of the same envs,
+    CPU microseconds of this process, the driver, per RayVecEnv step: Ray's threads in it included)."""
+    rows = []
+    for n_envs in (1, 8):
+        ray_env = make_vec_env("CartPole-v1", n_envs, seed=0, vec_env_cls=RayVecEnv,
+                               vec_env_kwargs={"envs_per_actor": n_envs, "actor_options": RAY_ACTOR_OPTIONS})
+        dummy = make_vec_env("CartPole-v1", n_envs, seed=0, vec_env_cls=DummyVecEnv)
+        actions = np.zeros((calls, n_envs), dtype=np.int64)
+        try:
+            for vec_env in (ray_env, dummy):
+                vec_env.reset()
+                collection_rate(vec_env, actions[:50])
+            ray_times, dummy_times, driver_times = [], [], []
+            for _ in range(3):
+                cpu = time.process_time()
+                ray_times.append(n_envs / collection_rate(ray_env, actions))
+                driver_times.append((time.process_time() - cpu) / calls)
+                dummy_times.append(n_envs / collection_rate(dummy, actions))
+            rows.append((n_envs, 1e6 * min(ray_times), 1e6 * min(dummy_times), 1e6 * min(driver_times)))
+        finally:
+            ray_env.close()
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n-envs", type=int, nargs="+", default=[16, 32])
+    parser.add_argument("--envs-per-actor", type=int, nargs="+", default=[1, 4, 8, 16])
+    parser.add_argument("--steps", type=int, default=64, help="collection steps per env per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--train-steps", type=int, default=32, help="n_steps of the timed PPO iterations")
+    parser.add_argument("--train-rounds", type=int, default=1)
+    parser.add_argument("--no-training", action="store_true")
+    parser.add_argument("--no-collection", action="store_true")
+    parser.add_argument("--overhead-only", action="store_true", help="time only the per-call overhead")
+    parser.add_argument("--calls", type=int, default=2000, help="steps timed for the per-call overhead")
+    args = parser.parse_args()
+    th.set_num_threads(1)
+    ray.init(include_dashboard=False, log_to_driver=False)
+    try:
+        print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; Ray {ray.__version__}")
+        for n_envs in [] if args.overhead_only or args.no_collection else args.n_envs:
+            print_table(f"Collection, Humanoid, {n_envs} envs (median of {args.rounds} rounds of {args.steps} steps)",
+                        bench_collection(n_envs, args.envs_per_actor, args.steps, args.rounds))
+        if not (args.no_training or args.overhead_only):
+            for n_envs in args.n_envs:
+                print_table(f"Training (PPO.learn, collection + update), Humanoid, {n_envs} envs x {args.train_steps} steps "
+                            f"(median of {args.train_rounds} rounds)",
+                            bench_training(n_envs, args.envs_per_actor, args.train_steps, args.train_rounds))
+        print("\nPer-call overhead of a Ray step (CartPole, one actor; best of 3 x "
+              f"{args.calls} steps)\n{'envs':>5}{'Ray us/step':>13}{'Dummy us/step':>15}{'overhead us':>13}"
+              f"{'driver CPU us':>15}")
+        for n_envs, ray_us, dummy_us, driver_us in bench_call_overhead(args.calls):
+            print(f"{n_envs:>5}{ray_us:>13.0f}{dummy_us:>15.0f}{ray_us - dummy_us:>13.0f}{driver_us:>15.0f}")
+    finally:
+        ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()
