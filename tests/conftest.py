@@ -25,3 +25,12 @@ def user_error(capsys):
         return err.strip().splitlines()[-1]
 
     return run
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Torch on one thread for the test (training commands run in this process), as rl-zoo3's --num-threads 1."""
+    threads = th.get_num_threads()
+    th.set_num_threads(1)
+    yield
+    th.set_num_threads(threads)

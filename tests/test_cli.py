@@ -23,12 +23,7 @@ from sb3_ppo_ext.zoo.runs import Run, list_runs, missing_run_message, newest_run
 TINY_CONFIG = "CartPole-v1:\n  policy: 'MlpPolicy'\n  n_timesteps: 64\n  n_envs: 1\n  n_steps: 64\n  batch_size: 64\n"
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = th.get_num_threads()
-    th.set_num_threads(1)
-    yield
-    th.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def normalised_help(argv: list[str], capsys) -> str:

@@ -34,12 +34,7 @@ WALKER = "sb3_ppo_ext/Walker2D-v0"
 TINY = ["--hyperparams", "n_envs:2", "n_steps:128", "batch_size:64", "n_epochs:2"]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = th.get_num_threads()
-    th.set_num_threads(1)
-    yield
-    th.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def train_argv(env_id: str, folder, n_timesteps: int, *extra: str) -> list[str]:
