@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch as th
@@ -179,6 +180,7 @@ def test_dict_observations_export_one_input_per_key(tmp_path, env_class):
     model = PPO("MultiInputPolicy", env, n_steps=32, batch_size=32, n_epochs=1, policy_kwargs=TINY, seed=0)
     model.learn(64)
     space = model.observation_space
+    space.seed(2)  # the same inputs every run
     rng = np.random.default_rng(2)
     raw = {key: np.stack([sub.sample() for _ in range(16)]).astype(np.float32) for key, sub in space.spaces.items()}
     raw[normalized_key] = (rng.normal(size=raw[normalized_key].shape) * 3.0).astype(np.float32)  # some hit clip_obs
@@ -186,7 +188,18 @@ def test_dict_observations_export_one_input_per_key(tmp_path, env_class):
     onnx_path = export_onnx(model, str(tmp_path / "policy.onnx"))
     session = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
     assert [node.name for node in session.get_inputs()] == list(space.spaces)
-    np.testing.assert_allclose(session.run(["action"], raw)[0], expected, atol=1e-5, rtol=0)
+    exported = session.run(["action"], raw)[0]
+    if isinstance(model.action_space, gym.spaces.Discrete):
+        # An argmax flips between two float computations only where the two best logits (nearly) tie: compare the rows
+        # where the best action is clear.
+        with th.no_grad():
+            observations, _ = model.policy.obs_to_tensor(env.normalize_obs(raw))
+            logits = model.policy.get_distribution(observations).distribution.logits
+        best_two = logits.topk(2, dim=1).values
+        clear = (best_two[:, 0] - best_two[:, 1] > 1e-4).numpy()
+        assert clear.sum() >= 12
+        exported, expected = exported[clear], expected[clear]
+    np.testing.assert_allclose(exported, expected, atol=1e-5, rtol=0)
     scripted = th.jit.load(export_torchscript(model, str(tmp_path / "policy.pt")))
     with th.no_grad():
         actions = scripted(*(th.as_tensor(raw[key]) for key in space.spaces)).numpy()
