@@ -58,18 +58,19 @@ def build_optimizer(policy: ActorCriticPolicy, actor_lr: float, critic_lr: float
     )
 
 
-def _positions(policy: ActorCriticPolicy) -> list[int]:
-    """For each parameter in group order (actor, then critic): its index in ``policy.parameters()``."""
+def _positions(policy: ActorCriticPolicy) -> tuple[list[int], int]:
+    """For each parameter in group order (actor, then critic): its index in ``policy.parameters()``; and the number of
+    the actor's parameters."""
     index = {id(parameter): position for position, parameter in enumerate(policy.parameters())}
     actor, critic = split_parameters(policy)
-    return [index[id(parameter)] for parameter in (*actor, *critic)]
+    return [index[id(parameter)] for parameter in (*actor, *critic)], len(actor)
 
 
 def to_single_group(state_dict: dict[str, Any], policy: ActorCriticPolicy) -> dict[str, Any]:
     """A two-group (actor, critic) optimizer state dict as the one-group state dict SB3's optimizer has: parameters
     in ``policy.parameters()`` order, the actor group's settings."""
     actor_group, critic_group = state_dict["param_groups"]
-    positions = _positions(policy)
+    positions, _ = _positions(policy)
     group_order = [*actor_group["params"], *critic_group["params"]]
     state = {positions[rank]: state_dict["state"][key] for rank, key in enumerate(group_order) if key in state_dict["state"]}
     group = {key: value for key, value in actor_group.items() if key != "params"}
@@ -84,18 +85,14 @@ def to_groups(state_dict: dict[str, Any], policy: ActorCriticPolicy, critic_lr: 
     :raises ValueError: when the state's parameter count is not the policy's.
     """
     (group,) = state_dict["param_groups"]
-    positions = _positions(policy)
+    positions, n_actor = _positions(policy)
     if len(group["params"]) != len(positions):
         raise ValueError(
             f"the saved optimizer state has {len(group['params'])} parameters, the policy has {len(positions)}"
         )
-    n_actor = len(split_parameters(policy)[0])
-    by_position = {position: group["params"][position] for position in range(len(positions))}
-    state = {}
-    for rank, position in enumerate(positions):
-        key = by_position[position]
-        if key in state_dict["state"]:
-            state[rank] = state_dict["state"][key]
+    keys = group["params"]  # the state key of each parameter, in policy.parameters() order
+    state = {rank: state_dict["state"][keys[position]] for rank, position in enumerate(positions)
+             if keys[position] in state_dict["state"]}
     settings = {key: value for key, value in group.items() if key != "params"}
     critic_settings = dict(settings, lr=critic_lr)
     return {
