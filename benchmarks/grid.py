@@ -9,10 +9,11 @@ Four steps, each a subcommand:
 
 ``run`` trains every cell of a grid file through ``sb3-ppo-ext train`` (rl-zoo3's machinery: the variant's
 ``--algo``, config file and ``--hyperparams`` overrides, one torch thread, rl-zoo3's periodic deterministic
-evaluation) into ``<root>/<task>/<variant>/seed_<S>/``. It is resumable at the cell level: a cell that finished
-has a ``done.json`` and is skipped; a cell that was interrupted is started again from scratch (rl-zoo3's ``-i``
-restarts the step counter and the schedules, so it cannot continue a run exactly), after moving its partial
-folder aside. ``--jobs`` cells run at once, one process each.
+evaluation) into ``<root>/<task>/<variant>/seed_<S>/``. It is resumable: a cell that finished has a ``done.json``
+and is skipped; a cell that was interrupted continues from its newest checkpoint with ``sb3-ppo-ext train --resume``
+(step count, schedules, statistics, adaptive-KL state and evaluations carry on) when it saved one (``save_freq`` in
+the grid file), else it is started again after moving its partial folder aside. ``--jobs`` cells run at once, one
+process each. The wall-clock of a cell is the sum of its sessions' (``sessions.jsonl``).
 
 ``evaluate`` plays the final model of every finished cell for many deterministic episodes from one fixed env seed
 (the same starts for every cell; through the plain-data agent files that a shipped agent uses) into the cell's
@@ -30,7 +31,7 @@ score; and plots the learning curves (IQM over seeds with their bootstrap band).
 
 A grid file (YAML)::
 
-    defaults: {eval_freq: 50000, eval_episodes: 10}  # optional, per-task keys override them
+    defaults: {eval_freq: 50000, eval_episodes: 10}  # optional, per-task keys override them; also save_freq
     variants:
       ppo_ext: {}                                      # our PPO with the bundled zoo_configs/ppo_ext.yml
       sb3_ppo: {algo: ppo, conf: benchmarks/configs/reference_ppo.yml}
@@ -62,7 +63,7 @@ import numpy as np
 import yaml
 
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CELL_KEYS = {"seeds", "variants", "n_timesteps", "eval_freq", "eval_episodes", "env_kwargs"}
+CELL_KEYS = {"seeds", "variants", "n_timesteps", "eval_freq", "eval_episodes", "env_kwargs", "save_freq"}
 VARIANT_KEYS = {"algo", "conf", "hyperparams"}
 CSV_FIELDS = ("task", "variant", "seed", "kind", "timesteps", "episodes", "eval_mean", "eval_std", "wall_s", "finished",
               "success_rate")
@@ -84,6 +85,7 @@ class Cell:
     n_timesteps: int | None = None
     eval_freq: int = 50_000
     eval_episodes: int = 10
+    save_freq: int | None = None
 
     def folder(self, root: str) -> str:
         """``<root>/<task>/<variant>/seed_<S>``, the task id's ``/`` written as ``-`` (as rl-zoo3 does)."""
@@ -98,8 +100,17 @@ class Cell:
             argv += ["--conf-file", self.conf]
         if self.n_timesteps is not None:
             argv += ["-n", str(self.n_timesteps)]
+        if self.save_freq is not None:
+            argv += ["--save-freq", str(self.save_freq)]
         if self.hyperparams:
             argv += ["--hyperparams", *(f"{key}:{value!r}" for key, value in self.hyperparams)]
+        return argv
+
+    def resume_argv(self, run_folder: str) -> list[str]:
+        """The ``sb3-ppo-ext train`` arguments that continue this cell's interrupted run from its newest checkpoint."""
+        argv = ["train", "--resume", run_folder, "--num-threads", "1", "--no-progress"]
+        if self.n_timesteps is not None:
+            argv += ["-n", str(self.n_timesteps)]
         return argv
 
 
@@ -149,6 +160,7 @@ def load_grid(path: str) -> list[Cell]:
                     n_timesteps=None if n_timesteps is None else int(float(n_timesteps)),
                     eval_freq=int(float(entry.get("eval_freq", 50_000))),
                     eval_episodes=int(entry.get("eval_episodes", 10)),
+                    save_freq=None if entry.get("save_freq") is None else int(float(entry["save_freq"])),
                 ))
     return cells
 
@@ -164,24 +176,44 @@ def run_cell(cell: Cell, root: str) -> str:
     done_path = os.path.join(folder, "done.json")
     if os.path.isfile(done_path):
         return f"skip  {folder} (done)"
-    if os.path.isdir(folder):
-        aside = f"{folder}.interrupted-{int(time.time())}"
-        os.replace(folder, aside)
-    os.makedirs(folder)
-    argv = cell.train_argv(folder)
+    run_folder = _resumable_run(folder)
+    if run_folder is not None:
+        argv = cell.resume_argv(run_folder)
+    else:
+        if os.path.isdir(folder):
+            aside = f"{folder}.interrupted-{int(time.time())}"
+            os.replace(folder, aside)
+        os.makedirs(folder)
+        argv = cell.train_argv(folder)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     start = time.time()
-    with open(os.path.join(folder, "train.log"), "w", encoding="utf-8") as log:
+    with open(os.path.join(folder, "train.log"), "a", encoding="utf-8") as log:
         log.write(shlex.join(["sb3-ppo-ext", *argv]) + "\n")
         log.flush()
         result = subprocess.run([*_sb3_ppo_ext_command(), *argv], stdout=log, stderr=subprocess.STDOUT, env=env,
                                 check=False)
     wall = time.time() - start
+    sessions_path = os.path.join(folder, "sessions.jsonl")
+    with open(sessions_path, "a", encoding="utf-8") as stream:
+        stream.write(json.dumps({"wall_s": round(wall, 1), "exit": result.returncode, "command": argv}) + "\n")
     if result.returncode != 0:
         return f"FAIL  {folder} (exit {result.returncode}, see train.log)"
+    with open(sessions_path, encoding="utf-8") as stream:
+        total = sum(json.loads(line)["wall_s"] for line in stream if line.strip())
     with open(done_path, "w", encoding="utf-8") as stream:
-        json.dump({**dataclasses.asdict(cell), "wall_s": wall, "command": ["sb3-ppo-ext", *argv]}, stream, indent=1)
-    return f"done  {folder} ({wall:.0f} s)"
+        json.dump({**dataclasses.asdict(cell), "wall_s": total, "command": ["sb3-ppo-ext", *cell.train_argv(folder)]},
+                  stream, indent=1)
+    resumed = " in several sessions" if run_folder is not None else ""
+    return f"done  {folder} ({total:.0f} s{resumed})"
+
+
+def _resumable_run(cell_folder: str) -> str | None:
+    """The rl-zoo3 run folder of an interrupted cell when it saved a checkpoint to continue from, else ``None``."""
+    for args_path in sorted(glob.glob(os.path.join(glob.escape(cell_folder), "*", "*", "*", "args.yml"))):
+        run_folder = os.path.dirname(os.path.dirname(args_path))
+        if glob.glob(os.path.join(glob.escape(run_folder), "rl_model_*_steps.zip")):
+            return run_folder
+    return None
 
 
 def run_grid(cells: Sequence[Cell], root: str, jobs: int) -> bool:
@@ -505,6 +537,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--jobs", type=int, default=1, help="cells trained at once (one process and core each)")
     run.add_argument("--only", nargs="+", default=None, help="run only these variants")
     run.add_argument("--tasks", nargs="+", default=None, help="run only these tasks")
+    run.add_argument("--seeds", nargs="+", type=int, default=None, help="run only these seeds")
     run.add_argument("--dry-run", action="store_true", help="print each cell's command and exit")
     gather = commands.add_parser("collect", help="write one CSV of every evaluation under --root")
     gather.add_argument("--root", required=True)
@@ -533,6 +566,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             cells = [cell for cell in cells if cell.variant in args.only]
         if args.tasks:
             cells = [cell for cell in cells if cell.task in args.tasks]
+        if args.seeds is not None:
+            cells = [cell for cell in cells if cell.seed in args.seeds]
         if args.dry_run:
             for cell in cells:
                 print(shlex.join(["sb3-ppo-ext", *cell.train_argv(cell.folder(args.root))]))

@@ -154,6 +154,30 @@ tasks:
     assert "| final, 5 episodes |" in grid.report(rows, at=None, threshold={}, reps=100)
 
 
+def test_an_interrupted_cell_with_checkpoints_resumes_instead_of_starting_again(tmp_path):
+    path = write_grid(tmp_path, """
+tasks:
+  CartPole-v1: {seeds: [0], n_timesteps: 2048, eval_freq: 512, eval_episodes: 2, save_freq: 512}
+""")
+    (cell,) = grid.load_grid(path)
+    assert "--save-freq" in cell.train_argv("f")
+    root = str(tmp_path / "runs")
+    assert grid.run_grid([cell], root, jobs=1)
+    folder = Path(cell.folder(root))
+    run = folder / "ppo_ext" / "CartPole-v1_1"
+    # What a stop after the checkpoint at 1024 steps leaves behind.
+    for name in ("done.json", "CartPole-v1.zip", "rl_model_1536_steps.zip"):
+        (folder / name if name == "done.json" else run / name).unlink()
+    assert grid.run_cell(cell, root).endswith("s in several sessions)")
+    assert not [p for p in os.listdir(folder.parent) if ".interrupted-" in p]
+    rows = grid.collect(root)
+    assert [(r["timesteps"], r["finished"]) for r in rows] == [(512, True), (1024, True), (1536, True), (2048, True)]
+    sessions = (folder / "sessions.jsonl").read_text().splitlines()
+    assert len(sessions) == 2 and "--resume" in json.loads(sessions[1])["command"]
+    assert json.loads((folder / "done.json").read_text())["wall_s"] == pytest.approx(
+        sum(json.loads(line)["wall_s"] for line in sessions))
+
+
 def test_curve_table_shows_each_run_at_the_given_steps(tmp_path):
     fake_run(tmp_path, "T", "a", 0, [(1000, 10.0), (2000, 20.0), (3000, 30.0)], [[(1.0, 10)]])
     fake_run(tmp_path, "T", "a", 1, [(1000, 5.0)], [[(1.0, 10)]])

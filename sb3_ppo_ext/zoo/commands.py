@@ -33,6 +33,7 @@ from sb3_ppo_ext.zoo.experiment import (
 )
 from sb3_ppo_ext.zoo.hyperparams import checked_get_saved_hyperparams
 from sb3_ppo_ext.zoo.loading import TRUST_PICKLES_HELP, TRUST_PICKLES_OPTION, PlayedRunLoading
+from sb3_ppo_ext.zoo.resume import given_options, run_settings, take_run_settings
 from sb3_ppo_ext.zoo.runs import list_runs, missing_run_message, newest_run
 
 DEFAULT_LOG_FOLDER = "logs"
@@ -90,6 +91,16 @@ TRUST_PICKLES_TRAIN: Option = (
              "are rebuilt from plain data, and what cannot be is refused)"},
 )
 
+#: ``--resume`` of ``train``.
+RESUME: Option = (
+    ("--resume",),
+    {"default": None, "metavar": "RUN_FOLDER",
+     "help": "continue a run (e.g. logs/ppo_ext/<env>_1) in its folder, with its own settings, from its newest "
+             "checkpoint (--save-freq) or final model: step count, schedules, VecNormalize statistics, adaptive-KL "
+             "state and evaluation history carry on; -n sets a new total; only options of how to run (-n, "
+             "--num-threads, --progress, --vec-env, --device, ...) may be given with it"},
+)
+
 #: ``train`` / ``optimize`` options of ``--vec-env ray`` (and any VecEnv's keyword arguments).
 VEC_ENV_OPTIONS: tuple[Option, ...] = (
     (("--ray-address",),
@@ -134,10 +145,11 @@ def zoo_parser(
     program: str,
     changes: Mapping[str, Mapping[str, Any]],
     options: Sequence[Option],
-    complete: Callable[[argparse.Namespace], None] | None = None,
+    complete: Callable[[argparse.Namespace, argparse.ArgumentParser], None] | None = None,
 ) -> Iterator[None]:
     """While an rl-zoo3 script runs as ``program``, amend its parser (:func:`amend_parser`) before it parses, and
-    ``complete`` the parsed options (defaults that depend on other options) before the script reads them.
+    ``complete`` the parsed options (defaults that depend on other options; it is given the parser too) before the
+    script reads them.
 
     rl-zoo3's scripts build their parser inline, so ``ArgumentParser.parse_known_args`` and ``error`` are swapped
     for the time of the script; they act on a parser with an ``--env`` option only (rl-zoo3's: our own parsers are
@@ -162,7 +174,7 @@ def zoo_parser(
             amend_parser(self, changes, options)
         parsed, extras = parse_known_args(self, args, namespace)
         if complete is not None and is_zoo_parser(self) and not extras:  # extras: parse_args reports them next
-            complete(parsed)
+            complete(parsed, self)
         return parsed, extras
 
     def one_line_error(self: argparse.ArgumentParser, message: str) -> Any:
@@ -219,15 +231,33 @@ def _zoo_train_argv(argv: Sequence[str], *, optimize: bool) -> list[str]:
     return defaults + argv
 
 
+def _resumed_run_options(user_argv: Sequence[str]) -> Callable[[argparse.Namespace, argparse.ArgumentParser], None]:
+    """The options of ``train --resume RUN``: the run's saved ones, and those of
+    :data:`~sb3_ppo_ext.zoo.resume.RESUME_OPTIONS` that ``user_argv`` gives."""
+
+    def complete(parsed: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+        given = given_options(parser, list(user_argv))
+        try:
+            _, saved_arguments, _ = run_settings(parsed.resume)
+            take_run_settings(parsed, saved_arguments, given)
+        except ValueError as error:
+            parser.error(str(error))
+
+    return complete
+
+
 def train(argv: Sequence[str], *, optimize: bool = False) -> None:
-    """``train`` / ``optimize``: rl-zoo3's ``train.py`` with ``ppo_ext`` and our config by default."""
+    """``train`` / ``optimize``: rl-zoo3's ``train.py`` with ``ppo_ext`` and our config by default; ``train --resume``
+    continues a run (:mod:`~sb3_ppo_ext.zoo.resume`)."""
     register_algorithm()
     import rl_zoo3.train
 
     program = f"sb3-ppo-ext {'optimize' if optimize else 'train'}"
+    options = [NO_PROGRESS, DEBUG, TRUST_PICKLES_TRAIN, *VEC_ENV_OPTIONS, *(() if optimize else (RESUME,))]
+    resumed = not optimize and _peek(argv, "--resume") is not None
     with (
         _script_argv(program, _zoo_train_argv(argv, optimize=optimize)),
-        zoo_parser(program, TRAIN_OPTION_CHANGES, [NO_PROGRESS, DEBUG, TRUST_PICKLES_TRAIN, *VEC_ENV_OPTIONS]),
+        zoo_parser(program, TRAIN_OPTION_CHANGES, options, complete=_resumed_run_options(argv) if resumed else None),
         patched_zoo_module(rl_zoo3.train, StoreDict=SafeStoreDict, ExperimentManager=SafeExperimentManager),
     ):
         rl_zoo3.train.train()
@@ -267,7 +297,7 @@ def _play_options(loading: PlayedRunLoading) -> Callable[[argparse.Namespace], N
     """Complete the options rl-zoo3's enjoy / record_video parsed: the played algorithm
     (:func:`choose_played_algorithm`) and whether ``loading`` trusts pickles."""
 
-    def complete(parsed: argparse.Namespace) -> None:
+    def complete(parsed: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         choose_played_algorithm(parsed)
         loading.complete(parsed)
 

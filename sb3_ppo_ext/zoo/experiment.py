@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import inspect
 import os
@@ -38,6 +39,13 @@ from sb3_ppo_ext.zoo.hyperparams import (
     check_config_document,
     preprocess_block,
     valid_keys,
+)
+from sb3_ppo_ext.zoo.resume import (
+    ResumePoint,
+    continued_monitors,
+    find_resume_point,
+    restore_evaluation_history,
+    run_settings,
 )
 from sb3_ppo_ext.zoo.safe_eval import UnknownNameError, nearest_short_name, parse_expression
 from sb3_ppo_ext.zoo.safe_yaml import load_yaml_file
@@ -207,6 +215,16 @@ class SafeExperimentManager(ExperimentManager):
         cluster, rl-zoo3 knows only ``dummy`` and ``subproc``)."""
         super().__init__(args, *positional, vec_env_type="dummy" if vec_env_type == "ray" else vec_env_type, **keywords)
         self.vec_env_class, self.vec_env_kwargs = vec_env_settings(vec_env_type, self.vec_env_class, args)
+        #: Where a ``--resume``d run continues from (set when its settings are read), else ``None``.
+        self.resume_point: ResumePoint | None = None
+        if self.resume_folder is not None:
+            self.save_path = os.path.normpath(self.resume_folder)
+            self.params_path = f"{self.save_path}/{self.env_name}"
+
+    @property
+    def resume_folder(self) -> str | None:
+        """The run folder of ``--resume`` (:mod:`~sb3_ppo_ext.zoo.resume`), or ``None`` for a new run."""
+        return getattr(self.args, "resume", None)
 
     @property
     def trust_pickles(self) -> bool:
@@ -223,7 +241,12 @@ class SafeExperimentManager(ExperimentManager):
             raise ValueError(
                 f"conf_file must be a YAML file (.yml or .yaml): rl-zoo3 would execute Python config files, got {self.config!r}"
             )
-        document = check_config_document(load_yaml_file(self.config), where=self.config)
+        if self.resume_folder is not None:
+            # The hyperparameters the run used, whatever its config file says today.
+            _, _, saved_config = run_settings(self.resume_folder)
+            document = {self.env_name.gym_id: saved_config}
+        else:
+            document = check_config_document(load_yaml_file(self.config), where=self.config)
         with patched_zoo_module(exp_manager, yaml=_ReadDocument(document)):
             hyperparams, saved_hyperparams = super().read_hyperparameters()
         if self.storage and self.study_name and self.trial_id == 0:
@@ -240,6 +263,9 @@ class SafeExperimentManager(ExperimentManager):
             hyperparams["n_timesteps"] = self.n_timesteps
         parsed = preprocess_block(hyperparams, where=where)
         check_block_values(parsed, where=where)
+        if self.resume_folder is not None:
+            self.resume_point = find_resume_point(self.save_path, str(self.env_name))
+            self.trained_agent, self.continue_training = self.resume_point.model_path, True
         if isinstance(parsed.get("normalize"), dict):
             # rl-zoo3's enjoy / record_video would eval a string here: save the parsed form (a copy, because
             # rl-zoo3 adds gamma to the dict it is given).
@@ -284,6 +310,44 @@ class SafeExperimentManager(ExperimentManager):
                 callback.callback_on_new_best = SaveVecNormalizeStatisticsCallback(
                     save_freq=saver.save_freq, save_path=saver.save_path, name_prefix=saver.name_prefix, verbose=saver.verbose)
                 callback.callback_on_new_best.parent = callback
+
+    def create_envs(self, n_envs: int, eval_env: bool = False, no_log: bool = False) -> VecEnv:
+        """rl-zoo3's envs; a resumed run's training envs continue its monitor files
+        (:class:`~sb3_ppo_ext.zoo.resume.ContinuedMonitor`) instead of starting them again."""
+        if self.resume_point is None or eval_env or no_log:
+            return super().create_envs(n_envs, eval_env=eval_env, no_log=no_log)
+        with continued_monitors():
+            return super().create_envs(n_envs, eval_env=eval_env, no_log=no_log)
+
+    def learn(self, model: BaseAlgorithm) -> None:
+        """rl-zoo3's training; a resumed run continues its step count, schedules and evaluation history up to the
+        total budget (``-n``, else the config's ``n_timesteps``), as :mod:`~sb3_ppo_ext.zoo.resume` describes."""
+        if self.resume_point is None:
+            super().learn(model)
+            return
+        for callback in self.callbacks:
+            if isinstance(callback, EvalCallback):
+                restore_evaluation_history(callback, model.num_timesteps, self.n_envs)
+        remaining = max(0, int(self.n_timesteps) - int(model.num_timesteps))
+        print(f"Resuming {self.save_path} at {model.num_timesteps} steps from {self.resume_point.model_path}: "
+              f"{remaining} steps to {int(self.n_timesteps)}")
+        kwargs: dict[str, Any] = {}
+        if self.log_interval > -1:  # rl-zoo3's reading of --log-interval
+            kwargs["log_interval"] = self.log_interval
+        elif self.log_interval < -1:
+            kwargs["log_interval"] = None
+        if self.callbacks:
+            kwargs["callback"] = self.callbacks
+        try:
+            if remaining > 0:
+                model.learn(remaining, reset_num_timesteps=False, **kwargs)
+        except KeyboardInterrupt:  # as rl-zoo3: keep the model trained so far
+            pass
+        finally:
+            if self.callbacks:
+                self.callbacks[0].on_training_end()
+            with contextlib.suppress(EOFError):
+                model.env.close()
 
     def checkpoint_statistics_path(self) -> str | None:
         """The ``VecNormalize`` statistics saved with the ``-i`` model when it is a checkpoint
@@ -373,13 +437,19 @@ class SafeExperimentManager(ExperimentManager):
                 samplers[self.algo] = original
 
     def _save_config(self, saved_hyperparams: dict[str, Any]) -> None:
-        """Write ``config.yml``, ``args.yml`` and ``command.txt`` like rl-zoo3, as plain YAML (no Python tags)."""
+        """Write ``config.yml``, ``args.yml`` and ``command.txt`` like rl-zoo3, as plain YAML (no Python tags); a
+        resumed run keeps its files and adds its command line to ``command.txt``."""
+        command = " ".join(getattr(sys, "orig_argv", ["python3", *sys.argv]))
+        if self.resume_point is not None:
+            with open(os.path.join(self.params_path, "command.txt"), "a", encoding="utf-8") as file:
+                file.write(f"\n{command}")
+            print(f"Log path: {self.save_path}")
+            return
         with open(os.path.join(self.params_path, "config.yml"), "w") as file:
             yaml.safe_dump(to_plain_yaml(saved_hyperparams), file)
         arguments = vars(self.args)
         with open(os.path.join(self.params_path, "args.yml"), "w") as file:
             yaml.safe_dump(to_plain_yaml({key: arguments[key] for key in sorted(arguments)}), file)
-        command = " ".join(getattr(sys, "orig_argv", ["python3", *sys.argv]))
         (Path(self.params_path) / "command.txt").write_text(command)
         print(f"Log path: {self.save_path}")
 

@@ -1,0 +1,230 @@
+"""Continue a zoo run where it stopped: ``sb3-ppo-ext train --resume RUN_FOLDER``.
+
+rl-zoo3's ``-i model.zip`` starts a new run from a model: a new folder, the step counter at 0, the schedules and the
+evaluation history from their start. A run of many hours that the machine stops (or that was simply given more
+steps) needs the opposite: the same folder, the same settings, and every counter where the newest checkpoint left it.
+``--resume`` gives that, for any algorithm rl-zoo3 runs:
+
+- the settings are the run's own: the command-line options from its ``args.yml``, the hyperparameters from its
+  ``config.yml`` (what the run used, even if the config file has changed since); only the options of
+  :data:`RESUME_OPTIONS` (how to run, not what to train) may be given again, ``-n`` sets a new total budget;
+- the model is the newest intact checkpoint of ``--save-freq`` (or the final model, if the run finished and has
+  more steps), loaded without unpickling unless ``--trust-pickles``: step count, optimiser state, the adaptive-KL
+  state (beta, the KL-adaptive learning rate), and the ``VecNormalize`` statistics saved with it;
+- training continues with ``reset_num_timesteps=False``, so schedules and step-based callbacks carry on and the run
+  ends at the same total; the evaluation history (``evaluations.npz``, the best mean reward that decides
+  ``best_model.zip``) is kept up to the checkpoint and continued, and the evaluations keep their step grid;
+- the monitor files are continued, with their elapsed times resumed from the last episode written (the time the run
+  was stopped does not count), so SB3's ``load_results`` and plots read one run.
+
+Not restored: the envs' states and the random generators (the run continues from fresh episodes, with the generators
+seeded from the run's seed), and the collection between the checkpoint and the stop, which is done again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import glob
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from stable_baselines3.common import env_util
+from stable_baselines3.common.callbacks import EvalCallback
+from stable_baselines3.common.monitor import Monitor
+
+from sb3_ppo_ext.callbacks.checkpoint import find_latest_checkpoint, list_checkpoints
+from sb3_ppo_ext.safe_loading import read_zip_data
+from sb3_ppo_ext.zoo.hyperparams import load_run_yaml
+
+#: The options that may be given with ``--resume`` (``argparse`` destinations): how the run is carried out, not what
+#: it trains. Every other setting comes from the run's ``args.yml`` / ``config.yml``.
+RESUME_OPTIONS: frozenset[str] = frozenset({
+    "resume", "n_timesteps", "num_threads", "progress", "verbose", "device", "vec_env", "vec_env_kwargs",
+    "ray_address", "trust_pickles", "log_interval", "gym_packages", "debug",
+})
+#: Saved options that are not taken over: ``--gym-packages`` imports modules, so it is only taken from the command
+#: line; ``-i`` and the search options do not apply to a resumed run.
+NOT_TAKEN_FROM_RUN: dict[str, Any] = {
+    "gym_packages": [], "trained_agent": "", "optimize_hyperparameters": False, "hyperparams": None, "uuid": False,
+}
+
+
+class ResumeError(ValueError):
+    """A run folder that ``--resume`` cannot continue (no such run, no intact checkpoint, unreadable settings)."""
+
+
+def run_settings(run_folder: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """The parameter folder of a run (``<run>/<env>``) and its saved ``args.yml`` and ``config.yml``.
+
+    :param run_folder: rl-zoo3's run folder, ``<log folder>/<algo>/<env>_<n>``.
+    :raises ResumeError: when the folder or its settings are missing or unreadable.
+    """
+    if not os.path.isdir(run_folder):
+        raise ResumeError(f"--resume: {run_folder!r} is not a folder (give a run folder, e.g. logs/ppo_ext/<env>_1)")
+    found = sorted(glob.glob(os.path.join(glob.escape(run_folder), "*", "args.yml")))
+    if len(found) != 1:
+        what = "no <env>/args.yml" if not found else f"{len(found)} <env>/args.yml files"
+        raise ResumeError(f"--resume: {run_folder!r} has {what}: give the folder of one run, e.g. logs/ppo_ext/<env>_1")
+    params_path = os.path.dirname(found[0])
+    settings = []
+    for name in ("args.yml", "config.yml"):
+        path = os.path.join(params_path, name)
+        if not os.path.isfile(path):
+            raise ResumeError(f"--resume: {path} is missing: the run's settings cannot be read")
+        document = load_run_yaml(path)
+        if not isinstance(document, dict):
+            raise ResumeError(f"--resume: {path} is not a mapping of settings")
+        settings.append(dict(document))
+    return params_path, settings[0], settings[1]
+
+
+def given_options(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
+    """The destinations of the options that ``argv`` gives (whatever their values)."""
+    given = set()
+    for token in argv:
+        flag = token.partition("=")[0]
+        action = parser._option_string_actions.get(flag)
+        if action is not None:
+            given.add(action.dest)
+    return given
+
+
+def take_run_settings(parsed: argparse.Namespace, saved_arguments: dict[str, Any], given: set[str]) -> None:
+    """Set the options of a resumed run on ``parsed``: the saved ones, except those of :data:`RESUME_OPTIONS` the
+    command line gives.
+
+    :raises ResumeError: when the command line gives an option outside :data:`RESUME_OPTIONS`.
+    """
+    refused = sorted(given - RESUME_OPTIONS)
+    if refused:
+        flags = ", ".join("--" + dest.replace("_", "-") for dest in refused)
+        allowed = ", ".join("--" + dest.replace("_", "-") for dest in sorted(RESUME_OPTIONS - {"resume"}))
+        raise ResumeError(f"--resume continues a run with its own settings (its args.yml and config.yml); {flags} "
+                          f"cannot be given with it (only {allowed}); to train with other settings, start a new run "
+                          "from the model with -i")
+    for key, value in saved_arguments.items():
+        if key in given or key in NOT_TAKEN_FROM_RUN or not hasattr(parsed, key):
+            continue
+        setattr(parsed, key, value)
+    for key, value in NOT_TAKEN_FROM_RUN.items():
+        if key not in given:
+            setattr(parsed, key, value)
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """The saved state a run continues from: the model zip, its ``VecNormalize`` statistics and its step count."""
+
+    model_path: str
+    statistics_path: str | None
+    num_timesteps: int
+
+
+def saved_num_timesteps(model_path: str) -> int:
+    """The ``num_timesteps`` stored in a model zip (read from its JSON data, nothing unpickled)."""
+    value = read_zip_data(model_path).get("num_timesteps")
+    if not isinstance(value, int) or value < 0:
+        raise ResumeError(f"--resume: {model_path} has no step count (num_timesteps) to continue from")
+    return value
+
+
+def find_resume_point(run_folder: str, env_name: str) -> ResumePoint:
+    """The newest intact checkpoint of the run (``rl_model_<steps>_steps.zip``), or its final model
+    (``<env>.zip``) when that has more steps (a finished run given a larger budget).
+
+    :raises ResumeError: when the run has neither.
+    """
+    checkpoint = find_latest_checkpoint(run_folder, "rl_model")
+    candidates = []
+    if checkpoint is not None:
+        candidates.append(ResumePoint(checkpoint.model_path, checkpoint.vecnormalize_path, checkpoint.num_timesteps))
+    final_model = os.path.join(run_folder, f"{env_name}.zip")
+    if os.path.isfile(final_model):
+        statistics = os.path.join(run_folder, env_name, "vecnormalize.pkl")
+        candidates.append(ResumePoint(final_model, statistics, saved_num_timesteps(final_model)))
+    if not candidates:
+        damaged = len(list_checkpoints(run_folder, "rl_model"))
+        why = f"{damaged} damaged checkpoints" if damaged else "no checkpoint (train with --save-freq to have some)"
+        raise ResumeError(f"--resume: {run_folder!r} has {why} and no final model {env_name}.zip to continue from")
+    return max(candidates, key=lambda point: point.num_timesteps)
+
+
+def restore_evaluation_history(callback: EvalCallback, num_timesteps: int, n_envs: int) -> int:
+    """Give ``callback`` the run's evaluations up to ``num_timesteps`` and its place on the evaluation grid.
+
+    rl-zoo3's ``EvalCallback`` writes its whole history to ``evaluations.npz`` at each evaluation and keeps the best
+    mean reward in memory: without this, the resumed run would overwrite the history with its own evaluations only,
+    and save its first evaluation as ``best_model.zip`` however bad. Its call counter is set as if the run had not
+    stopped, so evaluations stay at multiples of ``eval_freq``.
+
+    :returns: the number of evaluations kept.
+    """
+    callback.n_calls = num_timesteps // n_envs
+    path = None if callback.log_path is None else callback.log_path + ".npz"
+    if path is None or not os.path.isfile(path):
+        return 0
+    with np.load(path) as saved:
+        keep = np.asarray(saved["timesteps"]) <= num_timesteps
+        callback.evaluations_timesteps = [int(step) for step in np.asarray(saved["timesteps"])[keep]]
+        callback.evaluations_results = [list(row) for row in np.asarray(saved["results"])[keep]]
+        callback.evaluations_length = [list(row) for row in np.asarray(saved["ep_lengths"])[keep]]
+        if "successes" in saved.files and len(saved["successes"]) == len(keep):
+            callback.evaluations_successes = [list(row) for row in np.asarray(saved["successes"])[keep]]
+    if callback.evaluations_results:
+        callback.best_mean_reward = float(max(np.mean(row) for row in callback.evaluations_results))
+        callback.last_mean_reward = float(np.mean(callback.evaluations_results[-1]))
+    return len(callback.evaluations_results)
+
+
+class ContinuedMonitor(Monitor):
+    """SB3's ``Monitor`` that appends to an existing monitor file and continues its elapsed times.
+
+    The file's rows keep the header of the run's start (``t_start``); new rows get ``t`` from the last one written on,
+    so the file stays sorted by time and reads as one run whose clock did not run while it was stopped. A file that
+    does not exist yet is started as SB3's ``Monitor`` starts one.
+    """
+
+    def __init__(self, env: Any, filename: str | None = None, *args: Any, **kwargs: Any) -> None:
+        path = None if filename is None else monitor_file_path(filename)
+        continued = path is not None and os.path.isfile(path) and os.path.getsize(path) > 0
+        kwargs["override_existing"] = not continued
+        super().__init__(env, filename, *args, **kwargs)
+        if continued:
+            self.t_start -= last_elapsed_time(path)
+
+
+def monitor_file_path(filename: str) -> str:
+    """The file SB3's ``Monitor`` writes for ``filename`` (a folder gets ``monitor.csv``, a name ``.monitor.csv``)."""
+    if filename.endswith(Monitor.EXT):
+        return filename
+    if os.path.isdir(filename):
+        return os.path.join(filename, Monitor.EXT)
+    return f"{filename}.{Monitor.EXT}"
+
+
+def last_elapsed_time(path: str) -> float:
+    """The ``t`` column of the last row of a monitor file (0 when it has no row)."""
+    with open(path, encoding="utf-8") as stream:
+        lines = [line for line in stream.read().splitlines() if line and not line.startswith("#")]
+    if len(lines) < 2:  # the column names only
+        return 0.0
+    columns = lines[0].split(",")
+    try:
+        return float(lines[-1].split(",")[columns.index("t")])
+    except (ValueError, IndexError):
+        raise ResumeError(f"--resume: {path} is not a monitor file SB3 wrote (its last row has no elapsed time)") from None
+
+
+@contextlib.contextmanager
+def continued_monitors() -> Iterator[None]:
+    """While envs are made with SB3's ``make_vec_env``, wrap them in :class:`ContinuedMonitor`."""
+    original = env_util.Monitor
+    env_util.Monitor = ContinuedMonitor
+    try:
+        yield
+    finally:
+        env_util.Monitor = original

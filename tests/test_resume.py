@@ -1,0 +1,157 @@
+"""``sb3-ppo-ext train --resume RUN``: a stopped or finished run continues in its folder, with its settings, where its
+newest checkpoint left it (step count, schedules, VecNormalize statistics, adaptive-KL state, evaluation history)."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+
+import numpy as np
+import pytest
+import torch as th
+import yaml
+from stable_baselines3.common.monitor import load_results
+
+from sb3_ppo_ext import PPO
+from sb3_ppo_ext.cli import main
+from sb3_ppo_ext.safe_loading import read_vecnormalize_statistics
+from sb3_ppo_ext.zoo.resume import ContinuedMonitor, last_elapsed_time
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+ENV = "Pendulum-v1"
+#: 2 envs x 256 steps: a rollout is 512 steps; checkpoints and evaluations every rollout.
+SETTINGS = ["--hyperparams", "n_envs:2", "n_steps:256", "batch_size:128", "n_epochs:2", "normalize:True",
+            "learning_rate:'lin_1e-3'", "objective:'clip_kl_penalty'", "kl_penalty_target:1e-5", "lr_kl_target:0.002"]
+
+
+def first_run(folder, n_timesteps: int) -> str:
+    main(["train", "--env", ENV, "-n", str(n_timesteps), "-f", str(folder), "--seed", "3", "--save-freq", "512",
+          "--eval-freq", "512", "--eval-episodes", "1", "--no-progress", "--verbose", "0", "--num-threads", "1",
+          *SETTINGS])
+    return os.path.join(str(folder), "ppo_ext", f"{ENV}_1")
+
+
+def resume(run: str, *extra: str) -> None:
+    main(["train", "--resume", run, "--no-progress", *extra])
+
+
+def evaluation_steps(run: str) -> list[int]:
+    with np.load(os.path.join(run, "evaluations.npz")) as saved:
+        return [int(step) for step in saved["timesteps"]]
+
+
+def simulate_a_stop_after(run: str, steps: int) -> None:
+    """What a run killed after its checkpoint at ``steps`` leaves: no final model, newer checkpoints gone."""
+    os.unlink(os.path.join(run, f"{ENV}.zip"))
+    for path in glob.glob(os.path.join(run, "rl_model_*_steps*")):
+        if int(os.path.basename(path).split("_")[-2]) > steps:
+            os.unlink(path)
+
+
+def test_a_stopped_run_resumes_from_its_checkpoint_with_every_counter_and_statistic(tmp_path):
+    run = first_run(tmp_path, 2048)
+    simulate_a_stop_after(run, 1024)
+    checkpoint = PPO.load(os.path.join(run, "rl_model_1024_steps.zip"))
+    config_before = open(os.path.join(run, ENV, "config.yml")).read()
+
+    resume(run, "-n", "1024")  # nothing left to train: the final model is the state the run resumed with
+
+    resumed = PPO.load(os.path.join(run, f"{ENV}.zip"))
+    assert resumed.num_timesteps == 1024
+    assert resumed.adaptive_lr.learning_rate == checkpoint.adaptive_lr.learning_rate
+    assert resumed.kl_penalty.coef == checkpoint.kl_penalty.coef != 1.0  # beta moved during the first run
+    for name, tensor in checkpoint.policy.state_dict().items():
+        assert th.equal(resumed.policy.state_dict()[name], tensor), name
+    saved = read_vecnormalize_statistics(os.path.join(run, "rl_model_vecnormalize_1024_steps.npz"))
+    final = read_vecnormalize_statistics(os.path.join(run, ENV, "vecnormalize.npz"))
+    assert final.obs_rms.count == saved.obs_rms.count > 1000
+    np.testing.assert_array_equal(final.obs_rms.mean, saved.obs_rms.mean)
+    assert open(os.path.join(run, ENV, "config.yml")).read() == config_before
+    assert len(open(os.path.join(run, ENV, "command.txt")).read().splitlines()) == 2
+    assert os.listdir(os.path.join(str(tmp_path), "ppo_ext")) == [f"{ENV}_1"]  # no new run folder
+
+
+def test_a_stopped_run_continues_its_schedules_evaluations_and_monitor_files(tmp_path):
+    run = first_run(tmp_path, 2048)
+    assert evaluation_steps(run) == [512, 1024, 1536, 2048]
+    simulate_a_stop_after(run, 1024)
+    rows_before = len(load_results(run))
+
+    resume(run, "-n", "2560")
+
+    final = PPO.load(os.path.join(run, f"{ENV}.zip"))
+    assert final.num_timesteps == 2560
+    assert final._total_timesteps == 2560  # rl-zoo3's -i would restart: learn(2560) from 0
+    # The evaluations after the checkpoint were of a policy the resumed run does not continue: replaced.
+    assert evaluation_steps(run) == [512, 1024, 1536, 2048, 2560]
+    episodes = load_results(run)
+    assert len(episodes) > rows_before
+    for path in glob.glob(os.path.join(run, "*.monitor.csv")):
+        times = np.loadtxt(path, delimiter=",", skiprows=2, usecols=2, ndmin=1)
+        assert np.all(np.diff(times) >= 0), path  # one clock: no restart at 0
+
+
+def test_a_finished_run_trains_on_to_a_larger_budget(tmp_path):
+    run = first_run(tmp_path, 1024)
+    resume(run, "-n", "2048")
+    final = PPO.load(os.path.join(run, f"{ENV}.zip"))
+    assert final.num_timesteps == 2048 and final._total_timesteps == 2048
+    assert evaluation_steps(run) == [512, 1024, 1536, 2048]
+
+
+def test_options_that_change_the_training_are_refused_with_resume(tmp_path, user_error):
+    run = first_run(tmp_path, 512)
+    line = user_error(["train", "--resume", run, "--hyperparams", "n_epochs:3"])
+    assert "--hyperparams cannot be given with it" in line and "-i" in line
+    line = user_error(["train", "--resume", run, "--env", "CartPole-v1"])
+    assert "--env cannot be given" in line
+
+
+def test_resume_names_what_is_missing(tmp_path, user_error):
+    assert "is not a folder" in user_error(["train", "--resume", str(tmp_path / "nowhere")])
+    assert "has no <env>/args.yml" in user_error(["train", "--resume", str(tmp_path)])
+    run = first_run(tmp_path, 512)
+    os.unlink(os.path.join(run, f"{ENV}.zip"))
+    for path in glob.glob(os.path.join(run, "rl_model_*")):
+        os.unlink(path)
+    line = user_error(["train", "--resume", run])
+    assert "no checkpoint (train with --save-freq" in line
+
+
+def test_resume_uses_the_settings_the_run_was_trained_with(tmp_path):
+    config = tmp_path / "mine.yml"
+    config.write_text(yaml.safe_dump({ENV: {"n_envs": 2, "n_steps": 256, "batch_size": 128, "n_epochs": 1,
+                                             "n_timesteps": 1024, "policy": "MlpPolicy"}}))
+    main(["train", "--env", ENV, "-conf", str(config), "-f", str(tmp_path), "--save-freq", "512", "--eval-freq",
+          "-1", "--no-progress", "--verbose", "0"])
+    run = os.path.join(str(tmp_path), "ppo_ext", f"{ENV}_1")
+    config.write_text(yaml.safe_dump({ENV: {"n_envs": 4, "n_timesteps": 1024, "policy": "MlpPolicy"}}))
+    resume(run, "-n", "1536")
+    final = PPO.load(os.path.join(run, f"{ENV}.zip"))
+    assert final.n_envs == 2 and final.n_steps == 256 and final.num_timesteps == 1536
+
+
+def test_continued_monitor_resumes_the_clock_of_an_existing_file(tmp_path):
+    import gymnasium as gym
+
+    filename = str(tmp_path / "0")
+    shutil.copy(os.devnull, filename + ".monitor.csv")  # an empty file is started afresh
+    env = ContinuedMonitor(gym.make("CartPole-v1"), filename)
+    env.reset(seed=0)
+    done = False
+    while not done:
+        _, _, terminated, truncated, _ = env.step(0)
+        done = terminated or truncated
+    env.close()
+    first = last_elapsed_time(filename + ".monitor.csv")
+    continued = ContinuedMonitor(gym.make("CartPole-v1"), filename)
+    continued.reset(seed=1)
+    done = False
+    while not done:
+        _, _, terminated, truncated, _ = continued.step(0)
+        done = terminated or truncated
+    continued.close()
+    results = load_results(str(tmp_path))
+    assert len(results) == 2 and results["t"].iloc[1] >= first
