@@ -215,6 +215,30 @@ def check_range(name: str, value: Any, minimum: float = 0.0) -> tuple[float, flo
     return low, high
 
 
+def check_that(condition: bool, name: str, value: Any, rule: str) -> None:
+    """Raise ``ValueError("<name> must <rule>, got <value>")`` unless ``condition`` holds: for the rules the other
+    checks do not cover (an order between two parameters, an upper bound)."""
+    if not condition:
+        raise ValueError(f"{name} must {rule}, got {value!r}")
+
+
+def check_option(name: str, value: Any, options: Collection[Any], allow_none: bool = True) -> Any:
+    """Validate a choice among ``options`` (or ``None`` where ``allow_none``): ``ValueError`` otherwise."""
+    if (value is None and allow_none) or (value is not None and value in options):
+        return value
+    allowed = f"None or one of {list(options)}" if allow_none else f"one of {list(options)}"
+    raise ValueError(f"{name} must be {allowed}, got {value!r}")
+
+
+def check_known_keys(name: str, keys: Collection[Any], known: Collection[str], what: str = "key") -> None:
+    """Raise ``ValueError`` naming the ``keys`` that are not in ``known`` (an unknown key would otherwise be
+    ignored without a word, or fail with a less clear message)."""
+    unknown = sorted(str(key) for key in keys if key not in known)
+    if unknown:
+        listed = f"the {what}s are {sorted(known)}" if known else f"this takes no {what}s"
+        raise ValueError(f"{name}: unknown {what}(s) {unknown} ({listed})")
+
+
 def check_reset_options(options: Any, supported: Collection[str] = ()) -> dict[str, Any]:
     """Validate the ``options`` of ``reset``: ``None`` or a dict whose keys are all ``supported`` (a key the env
     does not know would otherwise be ignored without a word).
@@ -225,10 +249,7 @@ def check_reset_options(options: Any, supported: Collection[str] = ()) -> dict[s
         return {}
     if not isinstance(options, Mapping):
         raise ValueError(f"options must be None or a dict, got {options!r}")
-    unknown = sorted(str(key) for key in options if key not in supported)
-    if unknown:
-        known = f"it takes {sorted(supported)}" if supported else "this env takes none"
-        raise ValueError(f"options: unknown key(s) {unknown} ({known})")
+    check_known_keys("options", options, supported)
     return dict(options)
 
 

@@ -8,14 +8,14 @@ reached; in the harder variant cubes are thrown at the robot, and half of the ep
 from __future__ import annotations
 
 import math
-import numbers
 import os
 from typing import Any
 
 import numpy as np
 import pybullet_data
-from sb3_ppo_ext.envs._bullet import BulletClient, check_integer, check_positive, check_probability
-from sb3_ppo_ext.envs.locomotion import (
+
+from ._bullet import BulletClient, check_finite, check_integer, check_positive, check_probability
+from .locomotion import (
     CONTROL_TIMESTEP,
     STADIUM_HALF_LENGTH,
     STADIUM_HALF_WIDTH,
@@ -138,9 +138,7 @@ class HumanoidEnv(LocomotionEnv):
 
     def set_target(self, x: float, y: float) -> None:
         """Move the target to ``(x, y)`` (used by the GUI input; progress restarts from the new target)."""
-        if not (math.isfinite(x) and math.isfinite(y)):
-            raise ValueError(f"target must be finite, got ({x!r}, {y!r})")
-        self.target = np.array([float(x), float(y)])
+        self.target = np.array([check_finite("target x", x), check_finite("target y", y)])
         if self._state is not None:
             self._read_target()
             self._previous_distance = self._target_distance
@@ -280,8 +278,7 @@ class HumanoidFlagrunHarderEnv(HumanoidFlagrunEnv):
         cube_throw_after_steps: int = 100,
         **kwargs: Any,
     ) -> None:
-        if not isinstance(standing_up_weight, numbers.Real) or not math.isfinite(standing_up_weight):
-            raise ValueError(f"standing_up_weight must be a finite number, got {standing_up_weight!r}")
+        check_finite("standing_up_weight", standing_up_weight)
         kwargs.setdefault("electricity_weight", -8.5 / 4)
         self.lying_start_probability = check_probability("lying_start_probability", lying_start_probability)
         self.max_ground_steps = check_integer("max_ground_steps", max_ground_steps, 1)

@@ -25,16 +25,20 @@ import numpy as np
 import pybullet
 import pybullet_data
 from gymnasium import spaces
-from sb3_ppo_ext.envs._bullet import (
+
+from ._bullet import (
     BulletClient,
     check_action,
     check_finite,
     check_gui_available,
+    check_known_keys,
     check_non_negative,
     check_not_closed,
+    check_option,
     check_probability,
     check_range,
     check_reset_options,
+    check_that,
     render_camera,
 )
 
@@ -189,12 +193,9 @@ def check_quirks(value: bool | Sequence[str] | frozenset[str]) -> frozenset[str]
     collection of their names (``ValueError`` for anything else)."""
     if isinstance(value, bool):
         return frozenset(REFERENCE_QUIRKS) if value else frozenset()
-    if isinstance(value, str) or not isinstance(value, (Sequence, set, frozenset)):
-        raise ValueError(f"reference_quirks must be True, False or a collection of names from {REFERENCE_QUIRKS}, "
-                         f"got {value!r}")
-    unknown = sorted(set(value) - set(REFERENCE_QUIRKS))
-    if unknown:
-        raise ValueError(f"reference_quirks: unknown quirk name(s) {unknown}; known: {REFERENCE_QUIRKS}")
+    check_that(not isinstance(value, str) and isinstance(value, (Sequence, set, frozenset)), "reference_quirks", value,
+               f"be True, False or a collection of names from {REFERENCE_QUIRKS}")
+    check_known_keys("reference_quirks", value, REFERENCE_QUIRKS, what="quirk name")
     return frozenset(value)
 
 
@@ -454,8 +455,7 @@ class LocomotionEnv(gymnasium.Env):
         friction_range: tuple[float, float] | None = None,
         mass_scale_range: tuple[float, float] | None = None,
     ) -> None:
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
+        check_option("render_mode", render_mode, self.metadata["render_modes"])
         weights = {
             "alive": alive_weight,
             "progress": progress_weight,

@@ -1,9 +1,10 @@
 """RocketLander: a 3D first-stage booster landing on a drone-ship deck, in PyBullet.
 
-The vehicle is a slender cylinder with a gimballed main engine (minimum throttle when lit), cold-gas
-attitude thrusters and four landing legs whose feet sense contact. Fuel burns at the rate set by the
-specific impulse and lightens the vehicle. Bodies are built procedurally (``createMultiBody``); no asset
-files are loaded. Every number below is documented, with units, in ``docs/rocket_lander.md``.
+The split follows the locomotion tasks (``locomotion.py``): :mod:`.rocket_vehicle` holds the vehicle (body, mass,
+main engine, cold-gas thrusters), :mod:`.rocket_world` the world (sea, deck, wind), :mod:`.rocket_rendering` the
+plume and the camera, and this module the task: the typed :class:`LandingState`, the reward terms and the
+termination (:class:`LandingTask`), and the gymnasium env that puts them together. Every number is documented,
+with units, in ``docs/rocket_lander.md``.
 
 Design for speed: one physics client per env, bound pybullet functions cached by
 :class:`~sb3_ppo_ext.envs._bullet.BulletClient`, a 1/60 s physics step with a frame skip of 3 (agent at
@@ -14,53 +15,90 @@ two state queries plus one contact query per agent step.
 from __future__ import annotations
 
 import math
-import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import gymnasium as gym
 import numpy as np
 import pybullet
 from gymnasium import spaces
-from sb3_ppo_ext.envs._bullet import (
+
+from ._bullet import (
     BulletClient,
     check_action,
     check_bool,
     check_finite,
+    check_gui_available,
     check_integer,
+    check_known_keys,
     check_non_negative,
     check_not_closed,
+    check_option,
     check_pair,
     check_positive,
     check_reset_options,
-    render_camera,
+    check_that,
 )
+from .rocket_rendering import HIDDEN_Z, LanderRenderer
+from .rocket_vehicle import (
+    BODY_LENGTH,
+    BODY_RADIUS,
+    ENGINE_ARM,
+    ENGINE_LENGTH,
+    ENGINE_MASS,
+    ENGINE_RADIUS,
+    LEG_FOOT_DROP,
+    LEG_FOOT_RADIUS,
+    LEG_MASS,
+    LEG_SPAN,
+    N_LEGS,
+    RCS_ARM,
+    REST_HEIGHT,
+    STANDARD_GRAVITY,
+    RocketVehicle,
+    Vector,
+    VehicleParameters,
+    VehicleReading,
+    body_to_world,
+    engine_force_and_torque,
+    quaternion_axes,
+    world_to_body,
+)
+from .rocket_world import DECK_TOP, DroneShipWorld, WorldParameters
 
-STANDARD_GRAVITY = 9.81  # m/s^2, also g0 in the rocket equation
+__all__ = [
+    "BODY_LENGTH",
+    "BODY_RADIUS",
+    "DECK_TOP",
+    "DISCRETE_ACTIONS",
+    "ENGINE_ARM",
+    "ENGINE_LENGTH",
+    "ENGINE_MASS",
+    "ENGINE_RADIUS",
+    "HIDDEN_Z",
+    "LEG_FOOT_DROP",
+    "LEG_FOOT_RADIUS",
+    "LEG_MASS",
+    "LEG_SPAN",
+    "N_LEGS",
+    "OBS_DIM",
+    "RCS_ARM",
+    "REST_HEIGHT",
+    "STANDARD_GRAVITY",
+    "LandingState",
+    "LandingTask",
+    "RewardWeights",
+    "RocketLanderEnv",
+    "body_to_world",
+    "engine_force_and_torque",
+    "landing_state",
+    "potential",
+    "quaternion_axes",
+    "tilt_angle",
+    "world_to_body",
+]
 
-# Geometry (m). The base frame sits at the middle of the body cylinder.
-BODY_RADIUS = 0.6
-BODY_LENGTH = 12.0
-ENGINE_RADIUS = 0.4
-ENGINE_LENGTH = 0.8
-LEG_FOOT_RADIUS = 0.2  # contact sphere at the end of each leg
-LEG_SPAN = 3.0  # horizontal distance from the body axis to each foot centre
-LEG_FOOT_DROP = 1.0  # foot centre below the bottom of the body cylinder
-# Height of the base frame above the deck when the rocket stands on its four feet.
-REST_HEIGHT = BODY_LENGTH / 2 + LEG_FOOT_DROP + LEG_FOOT_RADIUS
-ENGINE_ARM = BODY_LENGTH / 2 + ENGINE_LENGTH / 2  # base origin to gimbal point
-RCS_ARM = BODY_LENGTH / 2 - 0.5  # base origin to the pitch/yaw cold-gas thrusters near the nose
-
-LEG_MASS = 25.0
-ENGINE_MASS = 100.0
-
-DECK_TOP = 1.0  # deck surface height above the sea (m)
-HIDDEN_Z = -50.0  # where unused plume bodies are parked, under the sea
-
-N_LEGS = 4
-_BASE_ORIGIN = (0.0, 0.0, 0.0)
 OBS_DIM = 23
 DISCRETE_ACTIONS = 7
 
@@ -103,46 +141,20 @@ class RewardWeights:
             return cls()
         if isinstance(value, cls):
             return value
-        if not isinstance(value, Mapping):
-            raise ValueError(f"reward_weights must be None, a RewardWeights or a mapping of its fields, got {value!r}")
-        names = [field.name for field in fields(cls)]
-        unknown = sorted(str(key) for key in value if key not in names)
-        if unknown:
-            raise ValueError(f"reward_weights: unknown term(s) {unknown}; the terms are {names}")
+        check_that(isinstance(value, Mapping), "reward_weights", value,
+                   "be None, a RewardWeights or a mapping of its fields")
+        check_known_keys("reward_weights", value, [field.name for field in fields(cls)], what="term")
         return cls(**value)
 
 
-def quaternion_axes(qx: float, qy: float, qz: float, qw: float) -> tuple[tuple[float, float, float], ...]:
-    """World coordinates of the body x, y and z axes of the unit quaternion ``(qx, qy, qz, qw)``."""
-    xx, yy, zz = qx * qx, qy * qy, qz * qz
-    xy, xz, yz = qx * qy, qx * qz, qy * qz
-    wx, wy, wz = qw * qx, qw * qy, qw * qz
-    x_axis = (1.0 - 2.0 * (yy + zz), 2.0 * (xy + wz), 2.0 * (xz - wy))
-    y_axis = (2.0 * (xy - wz), 1.0 - 2.0 * (xx + zz), 2.0 * (yz + wx))
-    z_axis = (2.0 * (xz + wy), 2.0 * (yz - wx), 1.0 - 2.0 * (xx + yy))
-    return x_axis, y_axis, z_axis
+# ----------------------------------------------------------------------------------------------------------------
+# Pure functions (the per-step maths of the task)
+# ----------------------------------------------------------------------------------------------------------------
 
 
 def tilt_angle(up_z: float) -> float:
     """Angle (rad) between the body up-axis and the world vertical, from the up-axis z component."""
     return math.acos(max(-1.0, min(1.0, up_z)))
-
-
-def engine_force_and_torque(thrust: float, gimbal_x: float, gimbal_y: float) -> tuple[float, ...]:
-    """Body-frame force and torque (about the base origin) of the main engine.
-
-    The gimbal point is ``ENGINE_ARM`` below the base origin; a positive ``gimbal_x`` (``gimbal_y``) gives a
-    positive torque about body x (y). The thrust magnitude does not depend on the gimbal angles.
-
-    :return: ``(fx, fy, fz, tx, ty, tz)`` in N and N m.
-    """
-    sin_x, cos_x = math.sin(gimbal_x), math.cos(gimbal_x)
-    sin_y, cos_y = math.sin(gimbal_y), math.cos(gimbal_y)
-    fx = -thrust * sin_y * cos_x
-    fy = thrust * sin_x
-    fz = thrust * cos_x * cos_y
-    # r x F with r = (0, 0, -ENGINE_ARM)
-    return fx, fy, fz, ENGINE_ARM * fy, -ENGINE_ARM * fx, 0.0
 
 
 def potential(distance: float, speed: float, tilt: float, spin: float, legs: int, weights: RewardWeights) -> dict:
@@ -156,9 +168,181 @@ def potential(distance: float, speed: float, tilt: float, spin: float, legs: int
     }
 
 
-def _require(condition: bool, name: str, value: Any, rule: str) -> None:
-    if not condition:
-        raise ValueError(f"{name}={value!r} is invalid: {rule}")
+class LandingState(NamedTuple):
+    """The vehicle relative to the landing point (the base position when standing on the deck centre), as the task
+    sees it. A state read while the physics was not finite has ``finite=False`` and NaN in its measures."""
+
+    finite: bool
+    offset: Vector  # base position minus the landing point (m)
+    velocity: Vector  # base velocity minus the deck's (m/s)
+    distance: float  # |offset| (m)
+    lateral: float  # horizontal part of the offset (m)
+    altitude: float  # vertical part of the offset (m)
+    speed: float  # |velocity| (m/s)
+    up_z: float  # world z component of the body up-axis
+    tilt: float  # angle from vertical (rad)
+    spin: float  # angular speed (rad/s)
+    legs: int  # feet on the deck
+    body_contact: bool
+    engine_contact: bool
+    sea_contact: bool
+
+
+def landing_state(reading: VehicleReading, deck_position: Vector, deck_velocity: Vector) -> LandingState:
+    """The task's view of a vehicle reading, relative to the deck's landing point."""
+    position, velocity = reading.position, reading.velocity
+    deck_x, deck_y, deck_z = deck_position
+    deck_vx, deck_vy, deck_vz = deck_velocity
+    dx, dy, dz = position[0] - deck_x, position[1] - deck_y, position[2] - deck_z - REST_HEIGHT
+    vx, vy, vz = velocity[0] - deck_vx, velocity[1] - deck_vy, velocity[2] - deck_vz
+    wx, wy, wz = reading.angular_velocity
+    x_axis, _y_axis, z_axis = reading.axes
+    legs = sum(reading.contacts)
+    contacts = reading.body_contact, reading.engine_contact, reading.sea_contact
+    # A sum is finite only if every term is (inf - inf is nan).
+    if not math.isfinite(dx + dy + dz + vx + vy + vz + wx + wy + wz + sum(x_axis) + sum(z_axis)):
+        nan = float("nan")
+        return LandingState(False, (dx, dy, dz), (vx, vy, vz), nan, nan, nan, nan, nan, nan, nan, legs, *contacts)
+    return LandingState(
+        True,
+        (dx, dy, dz),
+        (vx, vy, vz),
+        distance=math.sqrt(dx * dx + dy * dy + dz * dz),
+        lateral=math.hypot(dx, dy),
+        altitude=dz,
+        speed=math.sqrt(vx * vx + vy * vy + vz * vz),
+        up_z=z_axis[2],
+        tilt=tilt_angle(z_axis[2]),
+        spin=math.sqrt(wx * wx + wy * wy + wz * wz),
+        legs=legs,
+        body_contact=reading.body_contact,
+        engine_contact=reading.engine_contact,
+        sea_contact=reading.sea_contact,
+    )
+
+
+def state_potential(state: LandingState, legs: int, weights: RewardWeights) -> dict:
+    """:func:`potential` of a state, with ``legs`` feet counted (none at the start of an episode)."""
+    return potential(state.lateral + abs(state.altitude), state.speed, state.tilt, state.spin, legs, weights)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The task
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class LandingTask:
+    """Reward terms and termination of the landing: potential shaping, fuel and thruster costs, the landing bonus
+    once the landing state has held, the crash penalty and its reason.
+
+    :param weights: the reward weights.
+    :param agent_time_step: the duration of one agent step (s).
+    :param success_tilt: largest tilt for a landing (rad).
+    :param success_speed: largest speed for a landing (m/s).
+    :param success_spin: largest angular speed for a landing (rad/s).
+    :param success_hold_time: how long the landing state must hold (s).
+    :param touchdown_speed_limit: largest speed at first foot contact (m/s); faster is a crash.
+    :param crash_tilt: tilt beyond which the vehicle counts as tipped over (rad).
+    :param bounds: lateral and vertical distance from the landing point beyond which the episode ends (m).
+    """
+
+    def __init__(
+        self,
+        weights: RewardWeights,
+        agent_time_step: float,
+        success_tilt: float,
+        success_speed: float,
+        success_spin: float,
+        success_hold_time: float,
+        touchdown_speed_limit: float,
+        crash_tilt: float,
+        bounds: tuple[float, float],
+    ) -> None:
+        self.weights = weights
+        self.dt = agent_time_step
+        self.success_tilt = float(success_tilt)
+        self.success_speed = float(success_speed)
+        self.success_spin = float(success_spin)
+        self.success_hold_steps = max(1, round(success_hold_time / agent_time_step))
+        self.touchdown_speed_limit = float(touchdown_speed_limit)
+        self.crash_cos_tilt = math.cos(crash_tilt)
+        self.lateral_bound, self.vertical_bound = float(bounds[0]), float(bounds[1])
+        self.hold_steps = 0
+        self.touched_down = False
+        self.previous_speed = 0.0
+        self.last_potential: dict = {}
+
+    @property
+    def started(self) -> bool:
+        """Whether :meth:`start` was called (an episode is under way)."""
+        return bool(self.last_potential)
+
+    def start(self, state: LandingState) -> None:
+        """Start an episode from its first state."""
+        self.hold_steps = 0
+        self.touched_down = False
+        self.last_potential = state_potential(state, 0, self.weights)
+        self.previous_speed = state.speed
+
+    def crash_reason(self, state: LandingState) -> str:
+        """Why this (finite) state ends the episode as a crash, or ``""``; notes the first touchdown."""
+        if state.body_contact:
+            return "body_contact"
+        if state.engine_contact:
+            return "engine_contact"
+        if state.sea_contact:
+            return "sea_contact"
+        if state.up_z < self.crash_cos_tilt:
+            return "tipped_over"
+        if state.lateral > self.lateral_bound or state.altitude > self.vertical_bound:
+            return "out_of_bounds"
+        if state.legs > 0 and not self.touched_down:
+            self.touched_down = True
+            if self.previous_speed > self.touchdown_speed_limit:
+                return "hard_touchdown"
+        return ""
+
+    def step(self, state: LandingState, fuel_burnt: float, rcs_use: float) -> tuple[dict, bool, str, bool]:
+        """Score one agent step.
+
+        :param state: the state after the step.
+        :param fuel_burnt: propellant burnt during the step (kg).
+        :param rcs_use: cold-gas thruster use, the sum of the three commands' magnitudes.
+        :return: ``(terms, terminated, crash_reason, landed)``; the reward is the sum of the terms.
+        """
+        weights = self.weights
+        terms = {"fuel": -weights.fuel * fuel_burnt, "rcs": -weights.rcs * rcs_use * self.dt}
+        if not state.finite:
+            terms.update(distance=0.0, speed=0.0, tilt=0.0, spin=0.0, legs=0.0, landing=0.0, crash=0.0)
+            return terms, True, "non_finite_state", False
+        crash_reason = self.crash_reason(state)
+        self.previous_speed = state.speed
+
+        # Shaping: the change of each potential part. A crash step gets none, so that the impact itself (which
+        # kills the speed and puts feet down) earns nothing.
+        new_potential = state_potential(state, state.legs, weights)
+        for name, value in new_potential.items():
+            terms[name] = 0.0 if crash_reason else value - self.last_potential[name]
+        self.last_potential = new_potential
+
+        landed = False
+        if not crash_reason:
+            steady = (
+                state.legs == N_LEGS
+                and state.tilt < self.success_tilt
+                and state.speed < self.success_speed
+                and state.spin < self.success_spin
+            )
+            self.hold_steps = self.hold_steps + 1 if steady else 0
+            landed = self.hold_steps >= self.success_hold_steps
+        terms["landing"] = weights.landing if landed else 0.0
+        terms["crash"] = -weights.crash if crash_reason else 0.0
+        return terms, bool(crash_reason or landed), crash_reason, landed
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The env
+# ----------------------------------------------------------------------------------------------------------------
 
 
 class RocketLanderEnv(gym.Env):
@@ -177,6 +361,11 @@ class RocketLanderEnv(gym.Env):
     at limited rates. Discrete ``Discrete(7)``: no-op, throttle up, throttle down (by 0.1, within
     ``[min_throttle, 1]``), gimbal +x, -x, +y, -y (each also fires the matching cold-gas thruster; the gimbal
     set point halves back toward centre on every other action); a rate damper works the roll thruster.
+
+    The parts are attributes: ``vehicle`` (:class:`~.rocket_vehicle.RocketVehicle`), ``world``
+    (:class:`~.rocket_world.DroneShipWorld`), ``task`` (:class:`LandingTask`) and, with a ``render_mode``,
+    ``renderer`` (:class:`~.rocket_rendering.LanderRenderer`). The vehicle's parameters and actuator state are
+    also readable on the env (``dry_mass``, ``max_thrust``, ``fuel``, ``engine_on``, ``throttle``, ...).
 
     :param render_mode: ``None``, ``"rgb_array"`` (headless TinyRenderer) or ``"human"`` (PyBullet GUI).
     :param continuous: continuous (``Box``) or discrete (``Discrete(7)``) actions.
@@ -257,27 +446,33 @@ class RocketLanderEnv(gym.Env):
         crash_tilt: float = math.radians(60.0),
         bounds: tuple[float, float] = (50.0, 100.0),
     ) -> None:
-        _require(
-            render_mode is None or render_mode in self.metadata["render_modes"],
-            "render_mode",
-            render_mode,
-            f"must be None or one of {self.metadata['render_modes']}",
+        # --- every argument is checked before a physics client exists
+        self.render_mode = check_option("render_mode", render_mode, self.metadata["render_modes"])
+        self.continuous = check_bool("continuous", continuous)
+        self.frame_skip = check_integer("frame_skip", frame_skip, 1)
+        self.physics_time_step = check_positive("physics_time_step", physics_time_step)
+        self.dt = self.physics_time_step * self.frame_skip
+        vehicle_parameters = VehicleParameters(
+            dry_mass=dry_mass,
+            fuel_mass=fuel_mass,
+            thrust_to_weight=thrust_to_weight,
+            min_throttle=min_throttle,
+            specific_impulse=specific_impulse,
+            gimbal_limit=gimbal_limit,
+            gimbal_rate=gimbal_rate,
+            throttle_rate=throttle_rate,
+            rcs_force=rcs_force,
+            rcs_roll_torque=rcs_roll_torque,
         )
-        continuous = check_bool("continuous", continuous)
-        frame_skip = check_integer("frame_skip", frame_skip, 1)
+        world_parameters = WorldParameters(
+            deck_half_size=deck_half_size,
+            wind_speed=wind_speed,
+            wind_time_constant=wind_time_constant,
+            deck_motion=deck_motion,
+            deck_period=deck_period,
+        )
         for name, value in (
-            ("physics_time_step", physics_time_step),
-            ("dry_mass", dry_mass),
-            ("fuel_mass", fuel_mass),
-            ("thrust_to_weight", thrust_to_weight),
-            ("min_throttle", min_throttle),
-            ("specific_impulse", specific_impulse),
-            ("gimbal_rate", gimbal_rate),
-            ("throttle_rate", throttle_rate),
             ("success_hold_time", success_hold_time),
-            ("deck_period", deck_period),
-            ("wind_time_constant", wind_time_constant),
-            ("deck_half_size", deck_half_size),
             ("success_tilt", success_tilt),
             ("success_speed", success_speed),
             ("success_spin", success_spin),
@@ -286,243 +481,107 @@ class RocketLanderEnv(gym.Env):
         ):
             check_positive(name, value)
         for name, value in (
-            ("gimbal_limit", gimbal_limit),
-            ("rcs_force", rcs_force),
-            ("rcs_roll_torque", rcs_roll_torque),
             ("start_offset", start_offset),
             ("start_lateral_speed", start_lateral_speed),
             ("start_tilt", start_tilt),
             ("start_spin", start_spin),
-            ("wind_speed", wind_speed),
-            ("deck_motion", deck_motion),
         ):
             check_non_negative(name, value)
-        _require(
-            dry_mass > LEG_MASS * N_LEGS + ENGINE_MASS,
-            "dry_mass",
-            dry_mass,
-            f"must exceed the legs and engine ({LEG_MASS * N_LEGS + ENGINE_MASS} kg)",
-        )
-        _require(min_throttle <= 1.0, "min_throttle", min_throttle, "must be in (0, 1]")
-        _require(gimbal_limit < math.pi / 4, "gimbal_limit", gimbal_limit, "must be in [0, pi/4)")
-        _require(crash_tilt <= math.pi, "crash_tilt", crash_tilt, "must be in (0, pi]")
+        check_that(crash_tilt <= math.pi, "crash_tilt", crash_tilt, "be in (0, pi]")
         for name, value in (("success_tilt", success_tilt), ("start_tilt", start_tilt)):
-            _require(value < crash_tilt, name, value, f"must be below crash_tilt ({crash_tilt})")
+            check_that(value < crash_tilt, name, value, f"be below crash_tilt ({crash_tilt})")
         start_altitude = check_pair("start_altitude", start_altitude)
-        _require(
-            0 < start_altitude[0] <= start_altitude[1],
-            "start_altitude",
-            start_altitude,
-            "must be (low, high) with 0 < low <= high",
-        )
+        check_that(0 < start_altitude[0] <= start_altitude[1], "start_altitude", start_altitude,
+                   "be (low, high) with 0 < low <= high")
         start_vertical_speed = check_pair("start_vertical_speed", start_vertical_speed)
-        _require(
-            start_vertical_speed[0] <= start_vertical_speed[1],
-            "start_vertical_speed",
-            start_vertical_speed,
-            "must be (low, high) with low <= high",
-        )
+        check_that(start_vertical_speed[0] <= start_vertical_speed[1], "start_vertical_speed", start_vertical_speed,
+                   "be (low, high) with low <= high")
         bounds = check_pair("bounds", bounds)
-        _require(
-            bounds[0] > start_offset and bounds[1] > start_altitude[1],
-            "bounds",
-            bounds,
-            "must be (lateral, vertical) beyond the start ranges",
-        )
-        reward_weights = RewardWeights.from_value(reward_weights)
+        check_that(bounds[0] > start_offset and bounds[1] > start_altitude[1], "bounds", bounds,
+                   "be (lateral, vertical) beyond the start ranges")
+        self.weights = RewardWeights.from_value(reward_weights)
 
-        self.render_mode = render_mode
-        self.continuous = continuous
-        self.physics_time_step = float(physics_time_step)
-        self.frame_skip = frame_skip
-        self.dt = self.physics_time_step * frame_skip
-        self.dry_mass = float(dry_mass)
-        self.initial_fuel_mass = float(fuel_mass)
-        self.max_thrust = thrust_to_weight * (dry_mass + fuel_mass) * STANDARD_GRAVITY
-        self.min_throttle = float(min_throttle)
-        # Propellant flow at full thrust (kg/s): thrust = mass flow * Isp * g0.
-        self.max_mass_flow = self.max_thrust / (specific_impulse * STANDARD_GRAVITY)
-        self.gimbal_limit = float(gimbal_limit)
-        self.gimbal_step = gimbal_rate * self.dt
-        self.throttle_step = throttle_rate * self.dt
-        self.rcs_force = float(rcs_force)
-        self.rcs_roll_torque = float(rcs_roll_torque)
-        self.start_altitude = tuple(start_altitude)
+        self.start_altitude = start_altitude
         self.start_offset = float(start_offset)
-        self.start_vertical_speed = tuple(start_vertical_speed)
+        self.start_vertical_speed = start_vertical_speed
         self.start_lateral_speed = float(start_lateral_speed)
         self.start_tilt = float(start_tilt)
         self.start_spin = float(start_spin)
-        self.deck_half_size = float(deck_half_size)
-        self.wind_speed = float(wind_speed)
-        self.wind_decay = math.exp(-self.dt / wind_time_constant)
-        self.deck_motion = float(deck_motion)
-        self.deck_angular_frequency = 2.0 * math.pi / deck_period
-        self.weights = reward_weights
-        self.success_tilt = float(success_tilt)
-        self.success_speed = float(success_speed)
-        self.success_spin = float(success_spin)
-        self.success_hold_steps = max(1, round(success_hold_time / self.dt))
-        self.touchdown_speed_limit = float(touchdown_speed_limit)
-        self.crash_cos_tilt = math.cos(crash_tilt)
-        self.lateral_bound, self.vertical_bound = float(bounds[0]), float(bounds[1])
+        self.task = LandingTask(
+            self.weights,
+            self.dt,
+            success_tilt=success_tilt,
+            success_speed=success_speed,
+            success_spin=success_spin,
+            success_hold_time=success_hold_time,
+            touchdown_speed_limit=touchdown_speed_limit,
+            crash_tilt=crash_tilt,
+            bounds=bounds,
+        )
 
         self.observation_space = spaces.Box(-np.inf, np.inf, shape=(OBS_DIM,), dtype=np.float32)
-        if continuous:
+        if self.continuous:
             self.action_space: spaces.Space = spaces.Box(-1.0, 1.0, shape=(6,), dtype=np.float32)
         else:
             self.action_space = spaces.Discrete(DISCRETE_ACTIONS)
 
-        self._client: BulletClient | None = None
-        self._plumes: list[tuple[int, float]] = []
-        self._build_world()
-        self._reset_state_variables()
-
-    # ------------------------------------------------------------------ scene
-    def _build_world(self) -> None:
-        if self.render_mode == "human" and sys.platform.startswith("linux") and not os.environ.get("DISPLAY"):
-            # PyBullet's GUI connect waits forever without an X display; fail fast instead.
-            raise RuntimeError("render_mode='human' needs a display (DISPLAY is not set); use 'rgb_array'")
-        client = BulletClient(self.render_mode)
-        self._client = client
-        if client.is_gui:
-            client.configureDebugVisualizer(pybullet.COV_ENABLE_GUI, 0)
-        client.setGravity(0.0, 0.0, -STANDARD_GRAVITY)
-        client.setPhysicsEngineParameter(fixedTimeStep=self.physics_time_step, numSolverIterations=10, numSubSteps=0)
-        sea = client.createCollisionShape(pybullet.GEOM_PLANE)
-        # A plane has no visual in PyBullet; draw the sea as a wide flat box.
-        sea_visual = client.createVisualShape(
-            pybullet.GEOM_BOX,
-            halfExtents=[200.0, 200.0, 0.01],
-            rgbaColor=[0.1, 0.25, 0.5, 1.0],
-            visualFramePosition=[0, 0, -0.01],
-        )
-        self._sea = client.createMultiBody(0.0, sea, sea_visual, [0.0, 0.0, 0.0])
-        half = [self.deck_half_size, self.deck_half_size, DECK_TOP / 2]
-        deck_shape = client.createCollisionShape(pybullet.GEOM_BOX, halfExtents=half)
-        deck_visual = client.createVisualShape(pybullet.GEOM_BOX, halfExtents=half, rgbaColor=[0.3, 0.3, 0.3, 1.0])
-        deck_mass = 1.0e6 if self.deck_motion > 0 else 0.0
-        self._deck = client.createMultiBody(deck_mass, deck_shape, deck_visual, [0.0, 0.0, DECK_TOP / 2])
-        self._deck_constraint = -1
-        if self.deck_motion > 0:
-            self._deck_constraint = client.createConstraint(
-                self._deck, -1, -1, -1, pybullet.JOINT_FIXED, [0, 0, 0], [0, 0, 0], [0.0, 0.0, DECK_TOP / 2]
+        # --- the scene: physics settings, world, vehicle, plumes (in this order: it fixes the body ids)
+        if self.render_mode == "human":
+            check_gui_available()
+        self._client: BulletClient | None = BulletClient(self.render_mode)
+        client = self._client
+        try:
+            if client.is_gui:
+                client.configureDebugVisualizer(pybullet.COV_ENABLE_GUI, 0)
+            client.setGravity(0.0, 0.0, -STANDARD_GRAVITY)
+            client.setPhysicsEngineParameter(
+                fixedTimeStep=self.physics_time_step, numSolverIterations=10, numSubSteps=0
             )
-        # Landing mark on the deck centre (visual only).
-        mark = client.createVisualShape(pybullet.GEOM_CYLINDER, radius=2.0, length=0.02, rgbaColor=[1, 1, 0, 1])
-        self._mark = client.createMultiBody(0.0, -1, mark, [0.0, 0.0, DECK_TOP + 0.01])
-        for body in (self._sea, self._deck):
-            client.changeDynamics(body, -1, lateralFriction=1.0, restitution=0.0)
-        self._build_rocket(client)
-        if self.render_mode is not None:
-            # Plume bodies, visual only; the one matching the throttle is placed under the engine.
-            for length in (2.0, 4.0, 6.0, 8.0):
-                shape = client.createVisualShape(
-                    pybullet.GEOM_CYLINDER, radius=0.5, length=length, rgbaColor=[1.0, 0.55, 0.1, 0.9]
-                )
-                self._plumes.append((client.createMultiBody(0.0, -1, shape, [0.0, 0.0, HIDDEN_Z]), length))
-
-    def _build_rocket(self, client: BulletClient) -> None:
-        body = client.createCollisionShape(pybullet.GEOM_CYLINDER, radius=BODY_RADIUS, height=BODY_LENGTH)
-        body_visual = client.createVisualShape(
-            pybullet.GEOM_CYLINDER, radius=BODY_RADIUS, length=BODY_LENGTH, rgbaColor=[0.95, 0.95, 0.95, 1.0]
-        )
-        engine = client.createCollisionShape(pybullet.GEOM_CYLINDER, radius=ENGINE_RADIUS, height=ENGINE_LENGTH)
-        engine_visual = client.createVisualShape(
-            pybullet.GEOM_CYLINDER, radius=ENGINE_RADIUS, length=ENGINE_LENGTH, rgbaColor=[0.2, 0.2, 0.2, 1.0]
-        )
-        foot = client.createCollisionShape(pybullet.GEOM_SPHERE, radius=LEG_FOOT_RADIUS)
-        # Visual strut from the body's lower section to the foot, drawn as a thin box in the foot's frame.
-        strut_rise = 2.5  # strut top above the body bottom
-        strut_dx, strut_dz = LEG_SPAN - BODY_RADIUS, LEG_FOOT_DROP + strut_rise
-        strut_length = math.hypot(strut_dx, strut_dz)
-        strut_angle = math.atan2(strut_dx, strut_dz)
-        foot_visual = client.createVisualShape(
-            pybullet.GEOM_BOX,
-            halfExtents=[0.08, 0.08, strut_length / 2],
-            rgbaColor=[0.1, 0.1, 0.1, 1.0],
-            visualFramePosition=[-strut_dx / 2, 0.0, strut_dz / 2],
-            visualFrameOrientation=pybullet.getQuaternionFromEuler([0.0, -strut_angle, 0.0]),
-        )
-        link_masses, link_collisions, link_visuals, link_positions, link_orientations = [], [], [], [], []
-        foot_z = -BODY_LENGTH / 2 - LEG_FOOT_DROP
-        for index in range(N_LEGS):
-            yaw = math.pi / 4 + index * math.pi / 2  # legs between the body axes, so gimbal axes are free
-            link_masses.append(LEG_MASS)
-            link_collisions.append(foot)
-            link_visuals.append(foot_visual)
-            link_positions.append([LEG_SPAN * math.cos(yaw), LEG_SPAN * math.sin(yaw), foot_z])
-            link_orientations.append(pybullet.getQuaternionFromEuler([0.0, 0.0, yaw]))
-        link_masses.append(ENGINE_MASS)
-        link_collisions.append(engine)
-        link_visuals.append(engine_visual)
-        link_positions.append([0.0, 0.0, -ENGINE_ARM])
-        link_orientations.append([0.0, 0.0, 0.0, 1.0])
-        count = len(link_masses)
-        self._engine_link = N_LEGS
-        self._rocket = client.createMultiBody(
-            baseMass=self._base_mass(self.initial_fuel_mass),
-            baseCollisionShapeIndex=body,
-            baseVisualShapeIndex=body_visual,
-            basePosition=[0.0, 0.0, 50.0],
-            linkMasses=link_masses,
-            linkCollisionShapeIndices=link_collisions,
-            linkVisualShapeIndices=link_visuals,
-            linkPositions=link_positions,
-            linkOrientations=link_orientations,
-            linkInertialFramePositions=[[0.0, 0.0, 0.0]] * count,
-            linkInertialFrameOrientations=[[0.0, 0.0, 0.0, 1.0]] * count,
-            linkParentIndices=[0] * count,
-            linkJointTypes=[pybullet.JOINT_FIXED] * count,
-            linkJointAxis=[[0.0, 0.0, 1.0]] * count,
-        )
-        for link in range(-1, count):
-            client.changeDynamics(
-                self._rocket, link, lateralFriction=1.0, restitution=0.0, linearDamping=0.0, angularDamping=0.0
-            )
-        self._set_base_mass(self.initial_fuel_mass)
-
-    def _base_mass(self, fuel_mass: float) -> float:
-        return self.dry_mass - N_LEGS * LEG_MASS - ENGINE_MASS + fuel_mass
-
-    def _set_base_mass(self, fuel_mass: float) -> None:
-        """Set the body cylinder's mass and inertia (solid cylinder; propellant centred at the base origin)."""
-        mass = self._base_mass(fuel_mass)
-        lateral = mass * (3.0 * BODY_RADIUS**2 + BODY_LENGTH**2) / 12.0
-        axial = mass * BODY_RADIUS**2 / 2.0
-        self._change_dynamics(self._rocket, -1, mass=mass, localInertiaDiagonal=[lateral, lateral, axial])
-
-    @property
-    def total_mass(self) -> float:
-        """Current vehicle mass (kg)."""
-        return self.dry_mass + self.fuel
-
-    # ------------------------------------------------------------------ gymnasium API
-    def _reset_state_variables(self) -> None:
-        self.fuel = self.initial_fuel_mass
-        # The landing burn is under way at the start: the engine is lit at minimum throttle.
-        self.engine_on = True
-        self.throttle = self.throttle_command = self.min_throttle
-        self.gimbal_x = self.gimbal_y = 0.0
-        self.gimbal_command_x = self.gimbal_command_y = 0.0
-        self.wind_x = self.wind_y = 0.0
-        self.deck_phase = 0.0
+            self.world = DroneShipWorld(client, world_parameters, self.dt)
+            self.vehicle = RocketVehicle(client, vehicle_parameters, self.dt)
+            self.renderer = LanderRenderer(client) if self.render_mode is not None else None
+        except BaseException:
+            client.close()
+            raise
+        self._rocket = self.vehicle.body_id  # kept for benchmarks/bench_rocket.py
         self.time = 0.0
-        self.hold_steps = 0
-        self.touched_down = False
-        self.previous_speed = 0.0
-        self._potential: dict = {}
-        self._contacts = [0] * N_LEGS
-        self._deck_position = (0.0, 0.0, DECK_TOP)
-        self._deck_velocity = (0.0, 0.0, 0.0)
         self._last_observation = np.zeros(OBS_DIM, dtype=np.float32)
 
+    # ------------------------------------------------------------------ the vehicle, read through the env
+    dry_mass = property(lambda self: self.vehicle.dry_mass, doc="Vehicle mass without propellant (kg).")
+    initial_fuel_mass = property(lambda self: self.vehicle.initial_fuel_mass, doc="Propellant at the start (kg).")
+    max_thrust = property(lambda self: self.vehicle.max_thrust, doc="Full-throttle thrust (N).")
+    max_mass_flow = property(lambda self: self.vehicle.max_mass_flow, doc="Propellant flow at full thrust (kg/s).")
+    min_throttle = property(lambda self: self.vehicle.min_throttle, doc="Lowest throttle while the engine is lit.")
+    gimbal_limit = property(lambda self: self.vehicle.gimbal_limit, doc="Gimbal limit about each body axis (rad).")
+    rcs_force = property(lambda self: self.vehicle.rcs_force, doc="Force of each pitch / yaw thruster (N).")
+    rcs_roll_torque = property(lambda self: self.vehicle.rcs_roll_torque, doc="Roll thruster torque (N m).")
+    fuel = property(lambda self: self.vehicle.fuel, doc="Propellant left (kg).")
+    total_mass = property(lambda self: self.vehicle.total_mass, doc="Current vehicle mass (kg).")
+    throttle = property(lambda self: self.vehicle.throttle, doc="Throttle (fraction of full thrust).")
+    throttle_command = property(lambda self: self.vehicle.throttle_command, doc="Throttle set point.")
+    gimbal_x = property(lambda self: self.vehicle.gimbal_x, doc="Gimbal angle about body x (rad).")
+    gimbal_y = property(lambda self: self.vehicle.gimbal_y, doc="Gimbal angle about body y (rad).")
+
+    @property
+    def engine_on(self) -> bool:
+        """Whether the main engine is lit (settable: a test may shut it down or relight it)."""
+        return self.vehicle.engine_on
+
+    @engine_on.setter
+    def engine_on(self, value: bool) -> None:
+        self.vehicle.engine_on = value
+
+    # ------------------------------------------------------------------ gymnasium API
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
         """Start an episode; ``options`` must be ``None`` or empty (this task takes no reset options)."""
-        client = check_not_closed(self._client, "reset", self)
+        check_not_closed(self._client, "reset", self)
         check_reset_options(options)
         super().reset(seed=seed)
-        self._reset_state_variables()
+        vehicle, world = self.vehicle, self.world
+        vehicle.reset_actuators()
+        self.time = 0.0
+        self._last_observation = np.zeros(OBS_DIM, dtype=np.float32)
         rng = self.np_random
         altitude = rng.uniform(*self.start_altitude)
         x, y = rng.uniform(-self.start_offset, self.start_offset, size=2)
@@ -536,92 +595,51 @@ class RocketLanderEnv(gym.Env):
         roll_quaternion = pybullet.getQuaternionFromAxisAngle([0.0, 0.0, 1.0], roll)
         tilt_quaternion = pybullet.getQuaternionFromAxisAngle([math.cos(tilt_axis), math.sin(tilt_axis), 0.0], tilt)
         _, orientation = pybullet.multiplyTransforms([0, 0, 0], tilt_quaternion, [0, 0, 0], roll_quaternion)
-        if self.deck_motion > 0:
-            self.deck_phase = rng.uniform(0.0, 2.0 * math.pi)
-            self._move_deck(0.0)
-        if self.wind_speed > 0:
-            self.wind_x, self.wind_y = rng.normal(0.0, self.wind_speed, size=2)
-        deck_x, deck_y, deck_z = self._deck_position
+        world.start(rng)
+        deck_x, deck_y, deck_z = world.deck_position
         position = [deck_x + x, deck_y + y, deck_z + REST_HEIGHT + altitude]
-        client.resetBasePositionAndOrientation(self._rocket, position, orientation)
-        x_axis, y_axis, z_axis = quaternion_axes(*orientation)
-        # Body-frame spin to world frame.
-        angular = [spin[0] * x_axis[i] + spin[1] * y_axis[i] + spin[2] * z_axis[i] for i in range(3)]
-        client.resetBaseVelocity(self._rocket, [vx, vy, vz], angular)
-        self._set_base_mass(self.fuel)
+        vehicle.place(position, orientation, [vx, vy, vz], spin)
+        vehicle.update_mass()
         # Refresh the contact points: otherwise those of the last episode's final step would be read.
-        client.performCollisionDetection()
-        observation, state = self._observe()
-        self._potential = potential(
-            state["lateral"] + abs(state["altitude"]), state["speed"], state["tilt"], state["spin"], 0, self.weights
-        )
-        self.previous_speed = state["speed"]
+        self._client.performCollisionDetection()
+        state = landing_state(vehicle.read(world.deck_id), world.deck_position, world.deck_velocity)
+        vehicle.cut_off_at_touchdown()  # a start with a foot already on the deck
+        observation = self._observation(state)
+        self.task.start(state)
         if self.render_mode == "human":
             self.render()
         return observation, self._info(state, {}, crash_reason="", landed=False)
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
         check_not_closed(self._client, "step", self)
-        if not self._potential:
+        if not self.task.started:
             raise RuntimeError("step() called before reset()")
         action = check_action(action, self.action_space)
+        vehicle, world = self.vehicle, self.world
         rcs_x, rcs_y, rcs_roll = self._apply_commands(action)
-
-        # Actuators: rate-limited throttle and gimbal, propellant flow.
-        step = self.throttle_step
-        if self.engine_on:
-            self.throttle += max(-step, min(step, self.throttle_command - self.throttle))
-        step = self.gimbal_step
-        self.gimbal_x += max(-step, min(step, self.gimbal_command_x - self.gimbal_x))
-        self.gimbal_y += max(-step, min(step, self.gimbal_command_y - self.gimbal_y))
-        thrust = 0.0
-        fuel_burnt = 0.0
-        if self.engine_on:
-            fuel_burnt = min(self.fuel, self.max_mass_flow * self.throttle * self.dt)
-            # A partial last step delivers the thrust of the propellant that was left.
-            thrust = self.max_thrust * self.throttle * fuel_burnt / (self.max_mass_flow * self.throttle * self.dt)
-            self.fuel -= fuel_burnt
-            if self.fuel <= 0.0:
-                self.fuel = 0.0
-                self.engine_on = False
-                self.throttle = 0.0
-            self._set_base_mass(self.fuel)
+        thrust, fuel_burnt = vehicle.burn()
 
         # Body-frame force and torque about the base origin.
-        fx, fy, fz, tx, ty, tz = engine_force_and_torque(thrust, self.gimbal_x, self.gimbal_y)
-        fx += rcs_y * self.rcs_force
-        fy -= rcs_x * self.rcs_force
-        tx += RCS_ARM * rcs_x * self.rcs_force
-        ty += RCS_ARM * rcs_y * self.rcs_force
-        tz += rcs_roll * self.rcs_roll_torque
-        if self.wind_speed > 0:
-            fx, fy, fz = self._add_wind(fx, fy, fz)
+        fx, fy, fz, tx, ty, tz = vehicle.body_force_and_torque(thrust, rcs_x, rcs_y, rcs_roll)
+        force = (fx, fy, fz)
+        if world.wind_speed > 0:
+            drag_x, drag_y = world.gust(self.np_random, vehicle.velocity)
+            force = world_to_body((drag_x, drag_y, 0.0), vehicle.axes, add_to=force)
         # The force goes in the body frame at the base origin, so that it turns with the body and adds no torque
         # as the body moves during the frame skip; the torque is held in world axes for the agent step.
-        x_axis, y_axis, z_axis = self._axes
-        force = (fx, fy, fz)
-        torque = (
-            tx * x_axis[0] + ty * y_axis[0] + tz * z_axis[0],
-            tx * x_axis[1] + ty * y_axis[1] + tz * z_axis[1],
-            tx * x_axis[2] + ty * y_axis[2] + tz * z_axis[2],
-        )
-        client = self._client
-        apply_force, apply_torque, step_simulation = (
-            client.applyExternalForce,
-            client.applyExternalTorque,
-            client.stepSimulation,
-        )
-        rocket = self._rocket
+        torque = body_to_world((tx, ty, tz), vehicle.axes)
+        step_simulation = self._client.stepSimulation
         for substep in range(self.frame_skip):
-            if self.deck_motion > 0:
-                self._move_deck(self.time + (substep + 1) * self.physics_time_step)
-            apply_force(rocket, -1, force, _BASE_ORIGIN, pybullet.LINK_FRAME)
-            apply_torque(rocket, -1, torque, pybullet.WORLD_FRAME)
+            if world.deck_motion > 0:
+                world.move_deck(self.time + (substep + 1) * self.physics_time_step)
+            vehicle.apply(force, torque)
             step_simulation()
         self.time += self.dt
 
-        observation, state = self._observe()
-        terms, terminated, crash_reason, landed = self._reward_and_termination(
+        state = landing_state(vehicle.read(world.deck_id), world.deck_position, world.deck_velocity)
+        vehicle.cut_off_at_touchdown()
+        observation = self._observation(state)
+        terms, terminated, crash_reason, landed = self.task.step(
             state, fuel_burnt, abs(rcs_x) + abs(rcs_y) + abs(rcs_roll)
         )
         reward = sum(terms.values())
@@ -631,111 +649,40 @@ class RocketLanderEnv(gym.Env):
 
     def _apply_commands(self, action: np.ndarray) -> tuple[float, float, float]:
         """Turn an action into actuator commands; return the cold-gas thruster commands (each in [-1, 1])."""
+        vehicle = self.vehicle
         if self.continuous:
             throttle, gimbal_x, gimbal_y, rcs_x, rcs_y, rcs_roll = np.clip(action, -1.0, 1.0).tolist()
-            self.throttle_command = self.min_throttle + (1.0 - self.min_throttle) * 0.5 * (throttle + 1.0)
-            self.gimbal_command_x = gimbal_x * self.gimbal_limit
-            self.gimbal_command_y = gimbal_y * self.gimbal_limit
+            vehicle.command_continuous(throttle, gimbal_x, gimbal_y)
             return rcs_x, rcs_y, rcs_roll
         # Discrete: throttle steps of 0.1, gimbal steps of half the limit that decay back to centre.
         choice = int(action)
         rcs_x = rcs_y = 0.0
         if choice == 1:
-            self.throttle_command = min(1.0, self.throttle_command + 0.1)
+            vehicle.throttle_command = min(1.0, vehicle.throttle_command + 0.1)
         elif choice == 2:
-            self.throttle_command = max(self.min_throttle, self.throttle_command - 0.1)
-        self.gimbal_command_x *= 0.5
-        self.gimbal_command_y *= 0.5
+            vehicle.throttle_command = max(vehicle.min_throttle, vehicle.throttle_command - 0.1)
+        vehicle.gimbal_command_x *= 0.5
+        vehicle.gimbal_command_y *= 0.5
         if choice in (3, 4):
             sign = 1.0 if choice == 3 else -1.0
-            self.gimbal_command_x = sign * self.gimbal_limit
+            vehicle.gimbal_command_x = sign * vehicle.gimbal_limit
             rcs_x = sign
         elif choice in (5, 6):
             sign = 1.0 if choice == 5 else -1.0
-            self.gimbal_command_y = sign * self.gimbal_limit
+            vehicle.gimbal_command_y = sign * vehicle.gimbal_limit
             rcs_y = sign
         # Roll rate damper on the roll thruster.
-        rcs_roll = max(-1.0, min(1.0, -self._body_spin[2] / 0.1))
+        rcs_roll = max(-1.0, min(1.0, -vehicle.body_spin[2] / 0.1))
         return rcs_x, rcs_y, rcs_roll
 
-    def _add_wind(self, fx: float, fy: float, fz: float) -> tuple[float, float, float]:
-        """Advance the gust process (Ornstein-Uhlenbeck); add the lateral drag of the relative wind to a body force."""
-        rng = self.np_random
-        scale = self.wind_speed * math.sqrt(1.0 - self.wind_decay**2)
-        self.wind_x = self.wind_x * self.wind_decay + scale * rng.standard_normal()
-        self.wind_y = self.wind_y * self.wind_decay + scale * rng.standard_normal()
-        relative_x = self.wind_x - self._velocity[0]
-        relative_y = self.wind_y - self._velocity[1]
-        # 0.5 * air density * drag coefficient * side area, with 1.2 kg/m^3, Cd 1.0, area 2 r L.
-        coefficient = 0.5 * 1.2 * 1.0 * 2.0 * BODY_RADIUS * BODY_LENGTH
-        magnitude = math.hypot(relative_x, relative_y)
-        wind_x, wind_y = coefficient * magnitude * relative_x, coefficient * magnitude * relative_y
-        x_axis, y_axis, z_axis = self._axes  # world force to body axes: dot products with the body axes
-        return (
-            fx + wind_x * x_axis[0] + wind_y * x_axis[1],
-            fy + wind_x * y_axis[0] + wind_y * y_axis[1],
-            fz + wind_x * z_axis[0] + wind_y * z_axis[1],
-        )
-
-    def _move_deck(self, time: float) -> None:
-        """Drive the deck along its sway / heave path through its constraint."""
-        phase = self.deck_phase + self.deck_angular_frequency * time
-        amplitude, omega = self.deck_motion, self.deck_angular_frequency
-        target = (
-            amplitude * math.sin(phase),
-            0.5 * amplitude * math.sin(0.7 * phase + 1.0),
-            DECK_TOP / 2 + 0.2 * amplitude * math.sin(1.3 * phase + 2.0),
-        )
-        self._client.changeConstraint(self._deck_constraint, jointChildPivot=target, maxForce=1.0e9)
-        if time == 0.0:
-            self._client.resetBasePositionAndOrientation(self._deck, target, [0, 0, 0, 1])
-        self._deck_position = (target[0], target[1], target[2] + DECK_TOP / 2)
-        self._deck_velocity = (
-            amplitude * omega * math.cos(phase),
-            0.35 * amplitude * omega * math.cos(0.7 * phase + 1.0),
-            0.26 * amplitude * omega * math.cos(1.3 * phase + 2.0),
-        )
-
-    def _observe(self) -> tuple[np.ndarray, dict]:
-        client = self._client
-        position, orientation = client.getBasePositionAndOrientation(self._rocket)
-        velocity, angular = client.getBaseVelocity(self._rocket)
-        x_axis, y_axis, z_axis = quaternion_axes(*orientation)
-        self._axes = (x_axis, y_axis, z_axis)
-        self._position, self._velocity = position, velocity
-        wx, wy, wz = angular
-        spin_x = wx * x_axis[0] + wy * x_axis[1] + wz * x_axis[2]
-        spin_y = wx * y_axis[0] + wy * y_axis[1] + wz * y_axis[2]
-        spin_z = wx * z_axis[0] + wy * z_axis[1] + wz * z_axis[2]
-        self._body_spin = (spin_x, spin_y, spin_z)
-        deck_x, deck_y, deck_z = self._deck_position
-        deck_vx, deck_vy, deck_vz = self._deck_velocity
-        dx, dy, dz = position[0] - deck_x, position[1] - deck_y, position[2] - deck_z - REST_HEIGHT
-        vx, vy, vz = velocity[0] - deck_vx, velocity[1] - deck_vy, velocity[2] - deck_vz
-
-        # Contacts: feet on the deck count as leg contacts; anything else touching is recorded too.
-        contacts = [0] * N_LEGS
-        body_contact = engine_contact = sea_contact = False
-        deck, engine_link = self._deck, self._engine_link
-        for point in client.getContactPoints(bodyA=self._rocket):
-            link, other = point[3], point[2]
-            if link == -1:
-                body_contact = True
-            elif link == engine_link:
-                engine_contact = True
-            elif other == deck:
-                contacts[link] = 1
-            else:
-                sea_contact = True
-        self._contacts = contacts
-        if self.engine_on and (contacts[0] or contacts[1] or contacts[2] or contacts[3]):
-            # Touchdown cut-off: the flight computer shuts the engine down when a foot senses contact.
-            self.engine_on = False
-            self.throttle = 0.0
-
-        # A sum is finite only if every term is (inf - inf is nan).
-        if not math.isfinite(dx + dy + dz + vx + vy + vz + wx + wy + wz + sum(x_axis) + sum(z_axis)):
-            return self._last_observation.copy(), {"finite": False}
+    def _observation(self, state: LandingState) -> np.ndarray:
+        """The observation of a state; a non-finite state repeats the last finite observation."""
+        if not state.finite:
+            return self._last_observation.copy()
+        vehicle = self.vehicle
+        dx, dy, dz = state.offset
+        vx, vy, vz = state.velocity
+        x_axis, _y_axis, z_axis = vehicle.axes
         observation = np.array(
             (
                 dx / 10.0,
@@ -746,91 +693,29 @@ class RocketLanderEnv(gym.Env):
                 vz / 10.0,
                 *z_axis,
                 *x_axis,
-                spin_x,
-                spin_y,
-                spin_z,
-                *contacts,
-                self.throttle if self.engine_on else 0.0,
-                self.gimbal_x / max(self.gimbal_limit, 1e-9),
-                self.gimbal_y / max(self.gimbal_limit, 1e-9),
-                self.fuel / self.initial_fuel_mass,
+                *vehicle.body_spin,
+                *vehicle.contacts,
+                vehicle.thrust_fraction,
+                vehicle.gimbal_x / max(vehicle.gimbal_limit, 1e-9),
+                vehicle.gimbal_y / max(vehicle.gimbal_limit, 1e-9),
+                vehicle.fuel / vehicle.initial_fuel_mass,
             ),
             dtype=np.float32,
         )
         self._last_observation = observation
-        state = {
-            "finite": True,
-            "distance": math.sqrt(dx * dx + dy * dy + dz * dz),
-            "lateral": math.hypot(dx, dy),
-            "altitude": dz,
-            "speed": math.sqrt(vx * vx + vy * vy + vz * vz),
-            "up_z": z_axis[2],
-            "tilt": tilt_angle(z_axis[2]),
-            "spin": math.sqrt(wx * wx + wy * wy + wz * wz),
-            "legs": sum(contacts),
-            "body_contact": body_contact,
-            "engine_contact": engine_contact,
-            "sea_contact": sea_contact,
-        }
-        return observation, state
+        return observation
 
-    def _reward_and_termination(self, state: dict, fuel_burnt: float, rcs_use: float) -> tuple[dict, bool, str, bool]:
-        weights = self.weights
-        terms = {"fuel": -weights.fuel * fuel_burnt, "rcs": -weights.rcs * rcs_use * self.dt}
-        if not state["finite"]:
-            terms.update(distance=0.0, speed=0.0, tilt=0.0, spin=0.0, legs=0.0, landing=0.0, crash=0.0)
-            return terms, True, "non_finite_state", False
-        crash_reason = ""
-        if state["body_contact"]:
-            crash_reason = "body_contact"
-        elif state["engine_contact"]:
-            crash_reason = "engine_contact"
-        elif state["sea_contact"]:
-            crash_reason = "sea_contact"
-        elif state["up_z"] < self.crash_cos_tilt:
-            crash_reason = "tipped_over"
-        elif state["lateral"] > self.lateral_bound or state["altitude"] > self.vertical_bound:
-            crash_reason = "out_of_bounds"
-        elif state["legs"] > 0 and not self.touched_down:
-            self.touched_down = True
-            if self.previous_speed > self.touchdown_speed_limit:
-                crash_reason = "hard_touchdown"
-        self.previous_speed = state["speed"]
-
-        # Shaping: the change of each potential part. A crash step gets none, so that the impact itself (which
-        # kills the speed and puts feet down) earns nothing.
-        new_potential = potential(
-            state["lateral"] + abs(state["altitude"]), state["speed"], state["tilt"], state["spin"], state["legs"], weights
-        )
-        for name, value in new_potential.items():
-            terms[name] = 0.0 if crash_reason else value - self._potential[name]
-        self._potential = new_potential
-
-        landed = False
-        if not crash_reason:
-            steady = (
-                state["legs"] == N_LEGS
-                and state["tilt"] < self.success_tilt
-                and state["speed"] < self.success_speed
-                and state["spin"] < self.success_spin
-            )
-            self.hold_steps = self.hold_steps + 1 if steady else 0
-            landed = self.hold_steps >= self.success_hold_steps
-        terms["landing"] = weights.landing if landed else 0.0
-        terms["crash"] = -weights.crash if crash_reason else 0.0
-        return terms, bool(crash_reason or landed), crash_reason, landed
-
-    def _info(self, state: dict, terms: dict, crash_reason: str, landed: bool) -> dict:
+    def _info(self, state: LandingState, terms: dict, crash_reason: str, landed: bool) -> dict:
         info = {f"reward_{name}": value for name, value in terms.items()}
         info.update(
             is_success=landed,
             crash_reason=crash_reason,
-            non_finite_state=not state.get("finite", True),
-            fuel=self.fuel,
-            legs_down=int(sum(self._contacts)),
-            distance=state.get("distance", float("nan")),
-            speed=state.get("speed", float("nan")),
-            tilt=state.get("tilt", float("nan")),
+            non_finite_state=not state.finite,
+            fuel=self.vehicle.fuel,
+            legs_down=int(sum(self.vehicle.contacts)),
+            distance=state.distance,
+            speed=state.speed,
+            tilt=state.tilt,
         )
         return info
 
@@ -840,37 +725,7 @@ class RocketLanderEnv(gym.Env):
             gym.logger.warn("render() called without a render_mode; pass render_mode='rgb_array' or 'human'")
             return None
         check_not_closed(self._client, "render", self)
-        position = self._position
-        self._place_plume()
-        deck_x, deck_y, deck_z = self._deck_position
-        target = ((position[0] + deck_x) / 2, (position[1] + deck_y) / 2, (position[2] + BODY_LENGTH / 2 + deck_z) / 2)
-        span = math.dist(position, (deck_x, deck_y, deck_z))
-        distance = max(25.0, 0.9 * span + 20.0)
-        if self.render_mode == "human":
-            self._client.resetDebugVisualizerCamera(distance, 45.0, -15.0, list(target))
-            return None
-        return render_camera(
-            self._client, target, distance, yaw=45.0, pitch=-15.0, width=320, height=240, far=distance + 200.0
-        )
-
-    def _place_plume(self) -> None:
-        thrust_fraction = self.throttle if self.engine_on else 0.0
-        chosen = -1
-        if thrust_fraction > 0:
-            chosen = min(len(self._plumes) - 1, int(thrust_fraction * len(self._plumes)))
-        _x_axis, _y_axis, z_axis = self._axes
-        position = self._position
-        _, orientation = self._client.getBasePositionAndOrientation(self._rocket)
-        for index, (plume, length) in enumerate(self._plumes):
-            if index == chosen:
-                offset = ENGINE_ARM + ENGINE_LENGTH / 2 + length / 2
-                centre = [position[i] - offset * z_axis[i] for i in range(3)]
-                self._client.resetBasePositionAndOrientation(plume, centre, orientation)
-            else:
-                self._client.resetBasePositionAndOrientation(plume, [0.0, 0.0, HIDDEN_Z - index], [0, 0, 0, 1])
-
-    def _change_dynamics(self, *args: Any, **kwargs: Any) -> None:
-        self._client.changeDynamics(*args, **kwargs)
+        return self.renderer.render(self.render_mode, self.vehicle, self.world.deck_position)
 
     def close(self) -> None:
         if self._client is not None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sb3_ppo_ext.envs._bullet import BulletClient
-from sb3_ppo_ext.envs.locomotion import LocomotionEnv, MJCFRobot, walker_alive_bonus
+from ._bullet import BulletClient
+from .locomotion import LocomotionEnv, MJCFRobot, walker_alive_bonus
 
 #: Actuated joints in action order, as in ``mjcf/walker2d.xml``.
 WALKER_JOINTS = ("thigh_joint", "leg_joint", "foot_joint", "thigh_left_joint", "leg_left_joint", "foot_left_joint")

@@ -1,15 +1,37 @@
-"""sb3_ppo_ext: a faster drop-in PPO for Stable-Baselines3 with adaptive KL, callbacks and PyBullet tasks."""
+"""sb3_ppo_ext: a faster drop-in PPO for Stable-Baselines3 with adaptive KL, callbacks and PyBullet tasks.
+
+Importing the package registers the bundled tasks (``sb3_ppo_ext.envs``, which needs no torch); the rest is
+imported on first use (``from sb3_ppo_ext import PPO`` imports the algorithm then), so that
+``import sb3_ppo_ext.envs`` stays light, e.g. in env worker processes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import TYPE_CHECKING, Any
 
 from sb3_ppo_ext import envs  # noqa: F401  (registers the bundled tasks with gymnasium)
-from sb3_ppo_ext.ppo import PPO
-from sb3_ppo_ext.safe_loading import (
-    PickleRefusedError,
-    load_vecnormalize_without_pickles,
-    load_without_pickles,
-    save_vecnormalize_statistics,
-)
+
+if TYPE_CHECKING:
+    from sb3_ppo_ext.ppo import PPO
+    from sb3_ppo_ext.safe_loading import (
+        PickleRefusedError,
+        load_vecnormalize_without_pickles,
+        load_without_pickles,
+        save_vecnormalize_statistics,
+    )
 
 __version__ = "0.1.0"
+
+#: Public name -> the module that defines it, imported on first access.
+_LAZY_NAMES: dict[str, str] = {
+    "PPO": "sb3_ppo_ext.ppo",
+    "PickleRefusedError": "sb3_ppo_ext.safe_loading",
+    "load_vecnormalize_without_pickles": "sb3_ppo_ext.safe_loading",
+    "load_without_pickles": "sb3_ppo_ext.safe_loading",
+    "save_vecnormalize_statistics": "sb3_ppo_ext.safe_loading",
+}
 
 __all__ = [
     "PPO",
@@ -19,3 +41,19 @@ __all__ = [
     "load_without_pickles",
     "save_vecnormalize_statistics",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name (or a subpackage, as ``sb3_ppo_ext.ppo``) on first access (PEP 562)."""
+    if name in _LAZY_NAMES:
+        value = getattr(importlib.import_module(_LAZY_NAMES[name]), name)
+    elif not name.startswith("__") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY_NAMES})

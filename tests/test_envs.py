@@ -10,6 +10,8 @@ import gc
 import importlib
 import math
 import os
+import subprocess
+import sys
 
 import gymnasium as gym
 import numpy as np
@@ -42,6 +44,19 @@ def test_make_env_fails_when_a_registered_module_is_missing():
             make_env("sb3_ppo_ext/RenamedAway-v0")
     finally:
         del gym.registry["sb3_ppo_ext/RenamedAway-v0"]
+
+
+def test_importing_the_envs_registers_the_tasks_without_torch(tmp_path):
+    """A fresh interpreter (outside the repository, as an installed package): ``import sb3_ppo_ext.envs`` registers
+    every id and imports no torch; ``from sb3_ppo_ext import PPO`` still works, importing it then."""
+    probe = (
+        "import sys, gymnasium as gym, sb3_ppo_ext.envs;"
+        "print(all(env_id in gym.registry for env_id in sb3_ppo_ext.envs.ENV_IDS), 'torch' in sys.modules);"
+        "from sb3_ppo_ext import PPO;"
+        "print(PPO.__module__, 'torch' in sys.modules)"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, check=True)
+    assert result.stdout.split() == ["True", "False", "sb3_ppo_ext.ppo.ppo", "True"]
 
 
 def seeded_actions(space: spaces.Space, count: int, seed: int) -> list:

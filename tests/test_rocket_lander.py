@@ -20,11 +20,17 @@ from sb3_ppo_ext.envs.rocket_lander import (
     STANDARD_GRAVITY,
     RewardWeights,
     RocketLanderEnv,
+    body_to_world,
     engine_force_and_torque,
+    landing_state,
     potential,
     quaternion_axes,
     tilt_angle,
+    world_to_body,
 )
+from sb3_ppo_ext.envs.rocket_rendering import camera_view, plume_index
+from sb3_ppo_ext.envs.rocket_vehicle import VehicleReading, add_thruster_force_and_torque, rate_limited
+from sb3_ppo_ext.envs.rocket_world import DECK_TOP, deck_path, wind_drag
 
 MIN_THROTTLE = np.array([-1.0, 0.0, 0.0, 0.0, 0.0, 0.0], dtype=np.float32)
 FULL_THROTTLE = np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0], dtype=np.float32)
@@ -109,20 +115,73 @@ def test_potential_parts_follow_the_weights() -> None:
     }
 
 
+def test_rotations_between_body_and_world_axes() -> None:
+    half = math.sqrt(0.5)
+    axes = quaternion_axes(0.0, 0.0, half, half)  # +90 degrees about world z: body x is world y
+    np.testing.assert_allclose(body_to_world((1.0, 0.0, 0.0), axes), (0.0, 1.0, 0.0), atol=1e-12)
+    np.testing.assert_allclose(world_to_body((0.0, 1.0, 0.0), axes), (1.0, 0.0, 0.0), atol=1e-12)
+    np.testing.assert_allclose(world_to_body((0.0, 1.0, 0.0), axes, add_to=(1.0, 2.0, 3.0)), (2.0, 2.0, 3.0), atol=1e-12)
+    # Without add_to nothing is added, not even the sign of a zero.
+    assert math.copysign(1.0, world_to_body((-0.0, -0.0, -0.0), quaternion_axes(0.0, 0.0, 0.0, 1.0))[0]) == -1.0
+
+
+def test_thrusters_push_sideways_above_the_base() -> None:
+    assert add_thruster_force_and_torque((0.0,) * 6, 1.0, 0.0, 0.0, 400.0, 200.0) == (
+        0.0, -400.0, 0.0, RCS_ARM * 400.0, 0.0, 0.0
+    )
+    assert add_thruster_force_and_torque((0.0,) * 6, 0.0, -1.0, 0.5, 400.0, 200.0) == (
+        -400.0, 0.0, 0.0, 0.0, -RCS_ARM * 400.0, 100.0
+    )
+    assert rate_limited(0.4, 1.0, 0.1) == pytest.approx(0.5)
+    assert rate_limited(0.4, 0.45, 0.1) == pytest.approx(0.45)
+    assert rate_limited(0.4, 0.0, 0.1) == pytest.approx(0.3)
+
+
+def test_deck_path_and_wind_drag() -> None:
+    centre, velocity = deck_path(2.0, 0.5, 0.0)
+    assert centre == pytest.approx((0.0, math.sin(1.0), DECK_TOP / 2 + 0.4 * math.sin(2.0)))
+    assert velocity == pytest.approx((1.0, 0.35 * math.cos(1.0), 0.26 * math.cos(2.0)))
+    assert deck_path(0.0, 0.5, 1.3) == ((0.0, 0.0, DECK_TOP / 2), (0.0, 0.0, 0.0))
+    # Quadratic drag along the relative wind: 0.5 * 1.2 kg/m^3 * Cd 1 * (2 * 0.6 m * 12 m) * v^2.
+    assert wind_drag(3.0, 0.0, 1.0, 0.0) == pytest.approx((0.5 * 1.2 * 14.4 * 4.0, 0.0))
+    assert wind_drag(0.0, 0.0, 0.0, -2.0) == pytest.approx((0.0, 0.5 * 1.2 * 14.4 * 4.0))
+
+
+def test_plume_and_camera_choices() -> None:
+    assert [plume_index(fraction, 4) for fraction in (0.0, 0.1, 0.4, 0.99, 1.0)] == [-1, 0, 1, 3, 3]
+    target, distance = camera_view((0.0, 0.0, 100.0), (0.0, 0.0, 1.0))
+    assert target == pytest.approx((0.0, 0.0, (100.0 + 6.0 + 1.0) / 2))
+    assert distance == pytest.approx(0.9 * 99.0 + 20.0)
+    assert camera_view((0.0, 0.0, 2.0), (0.0, 0.0, 1.0))[1] == 25.0
+
+
+def test_landing_state_is_relative_to_the_landing_point_and_flags_non_finite() -> None:
+    upright = quaternion_axes(0.0, 0.0, 0.0, 1.0)
+    reading = VehicleReading(
+        (3.0, 4.0, 1.0 + 7.2 + 10.0), (0.0, 0.0, 0.0, 1.0), (1.0, 0.0, -2.0), (0.0, 0.0, 0.5), upright,
+        (0.0, 0.0, 0.5), [1, 0, 0, 1], False, False, False,
+    )
+    state = landing_state(reading, (0.0, 0.0, 1.0), (1.0, 0.0, 0.0))
+    assert state.finite and state.lateral == pytest.approx(5.0) and state.altitude == pytest.approx(10.0)
+    assert state.speed == pytest.approx(2.0) and state.tilt == 0.0 and state.spin == 0.5 and state.legs == 2
+    broken = landing_state(reading._replace(velocity=(math.nan, 0.0, 0.0)), (0.0, 0.0, 1.0), (0.0, 0.0, 0.0))
+    assert not broken.finite and math.isnan(broken.distance) and math.isnan(broken.speed)
+
+
 # ---------------------------------------------------------------------------------------------- physics
 def test_free_fall_matches_gravity() -> None:
     env = engine_test_env()
     env.reset(seed=3)
     env.engine_on = False  # shut the landing burn down to fall freely
-    start_velocity, start_height = env._velocity[2], env._position[2]
+    start_velocity, start_height = env.vehicle.velocity[2], env.vehicle.position[2]
     steps = 20
     for _ in range(steps):
         env.step(MIN_THROTTLE)
     elapsed = steps * env.dt
-    assert (env._velocity[2] - start_velocity) / elapsed == pytest.approx(-STANDARD_GRAVITY, rel=1e-9)
+    assert (env.vehicle.velocity[2] - start_velocity) / elapsed == pytest.approx(-STANDARD_GRAVITY, rel=1e-9)
     # Semi-implicit Euler: the height lags the exact parabola by g * dt * t / 2.
     exact = start_height + start_velocity * elapsed - 0.5 * STANDARD_GRAVITY * elapsed**2
-    assert env._position[2] == pytest.approx(exact - 0.5 * STANDARD_GRAVITY * env.physics_time_step * elapsed)
+    assert env.vehicle.position[2] == pytest.approx(exact - 0.5 * STANDARD_GRAVITY * env.physics_time_step * elapsed)
     env.close()
 
 
@@ -130,16 +189,16 @@ def test_full_throttle_matches_thrust_to_weight() -> None:
     env = engine_test_env(throttle_rate=1000.0, thrust_to_weight=2.0)
     env.reset(seed=4)
     start_mass = env.total_mass
-    velocity = env._velocity[2]
+    velocity = env.vehicle.velocity[2]
     env.step(FULL_THROTTLE)
-    acceleration = (env._velocity[2] - velocity) / env.dt
+    acceleration = (env.vehicle.velocity[2] - velocity) / env.dt
     # The propellant of the step is taken out before the step, so the step flies at the lighter mass.
     thrust = (acceleration + STANDARD_GRAVITY) * env.total_mass
     assert thrust / (start_mass * STANDARD_GRAVITY) == pytest.approx(2.0, rel=1e-6)
     # The vehicle gets lighter: the same thrust accelerates it more on the next step.
-    velocity = env._velocity[2]
+    velocity = env.vehicle.velocity[2]
     env.step(FULL_THROTTLE)
-    assert (env._velocity[2] - velocity) / env.dt > acceleration
+    assert (env.vehicle.velocity[2] - velocity) / env.dt > acceleration
     env.close()
 
 
@@ -160,9 +219,9 @@ def test_fuel_flow_matches_specific_impulse_and_runs_out() -> None:
     for _ in range(15):  # 5 kg lasts about 0.5 s (10 steps) at full throttle
         _, _, terminated, _, _info = env.step(FULL_THROTTLE)
     assert env.fuel == 0.0 and not env.engine_on and not terminated
-    velocity = env._velocity[2]
+    velocity = env.vehicle.velocity[2]
     env.step(FULL_THROTTLE)
-    assert (env._velocity[2] - velocity) / env.dt == pytest.approx(-STANDARD_GRAVITY)
+    assert (env.vehicle.velocity[2] - velocity) / env.dt == pytest.approx(-STANDARD_GRAVITY)
     assert env.total_mass == pytest.approx(env.dry_mass)
     env.close()
 
@@ -384,12 +443,12 @@ def test_discrete_variant_controls_engine_and_gimbal() -> None:
 def test_wind_and_moving_deck_options_run_and_move_things() -> None:
     env = RocketLanderEnv(wind_speed=8.0, deck_motion=2.0)
     observation, _ = env.reset(seed=0)
-    start_deck = env._deck_position
+    start_deck = env.world.deck_position
     for _ in range(20):
         observation, _, _terminated, _, _ = env.step(MIN_THROTTLE)
         assert np.all(np.isfinite(observation))
-    assert env._deck_position != start_deck
-    assert abs(env._velocity[0]) + abs(env._velocity[1]) > 0.0
+    assert env.world.deck_position != start_deck
+    assert abs(env.vehicle.velocity[0]) + abs(env.vehicle.velocity[1]) > 0.0
     env.close()
 
 
