@@ -133,10 +133,19 @@ def wrap_angle(angle: float) -> float:
     return (angle + math.pi) % (2.0 * math.pi) - math.pi
 
 
+def display_available(*, x11: bool = False) -> bool:
+    """Whether a GUI window can be opened: always on macOS and Windows; elsewhere with ``DISPLAY`` set, or
+    ``WAYLAND_DISPLAY`` unless ``x11`` (the PyBullet GUI needs an X server). The one display check of the package:
+    the live view and the CLI's headless defaults use it too."""
+    if sys.platform in ("darwin", "win32"):
+        return True
+    return bool(os.environ.get("DISPLAY") or (not x11 and os.environ.get("WAYLAND_DISPLAY")))
+
+
 def check_gui_available() -> None:
     """Raise ``RuntimeError`` if the PyBullet GUI cannot open: on Linux without an X display, pybullet would
     print "cannot connect to X server" and end the whole process instead of raising."""
-    if sys.platform.startswith("linux") and not os.environ.get("DISPLAY"):
+    if not display_available(x11=True):
         raise RuntimeError(
             "render_mode='human' opens the PyBullet GUI, which needs an X display and DISPLAY is not set; "
             "use render_mode='rgb_array', or run under a virtual display (xvfb-run)"

@@ -240,7 +240,7 @@ def save_pretrained(
         "hyperparams": json.loads(json.dumps(hyperparams or {}, default=str)),
         "provenance": json.loads(json.dumps(provenance or {}, default=str)),
     }
-    from sb3_ppo_ext.callbacks._common import atomic_write
+    from sb3_ppo_ext.callbacks._files import atomic_write
 
     os.makedirs(destination, exist_ok=True)
     # Each file is replaced atomically (never half-written); the weights first, so a new folder becomes an agent
@@ -485,7 +485,7 @@ def save_pretrained_from_run(
 
 def add_provenance(folder: str, entries: dict[str, Any]) -> dict[str, Any]:
     """Add ``entries`` to the provenance in an agent folder's ``agent.json`` (rewritten atomically); returns it."""
-    from sb3_ppo_ext.callbacks._common import atomic_write
+    from sb3_ppo_ext.callbacks._files import atomic_write
 
     folder, agent = read_agent(folder)
     agent["provenance"].update(json.loads(json.dumps(entries, default=str)))

@@ -659,7 +659,7 @@ def save_vecnormalize_statistics(vec_normalize: VecNormalize | VecNormalizeStati
     :param path: the file, conventionally beside the pickle (:func:`statistics_path`).
     :returns: ``path``.
     """
-    from sb3_ppo_ext.callbacks._common import atomic_write
+    from sb3_ppo_ext.callbacks._files import atomic_write
 
     statistics = vec_normalize if isinstance(vec_normalize, VecNormalizeStatistics) else VecNormalizeStatistics.of(vec_normalize)
     settings: dict[str, Any] = {"format_version": STATISTICS_FORMAT_VERSION, "obs_keys": None}

@@ -42,7 +42,8 @@ from sb3_ppo_ext.callbacks import (
     remaining_timesteps,
     resume_from_checkpoint,
 )
-from sb3_ppo_ext.callbacks._common import StepSchedule, atomic_write, next_multiple
+from sb3_ppo_ext.callbacks._files import atomic_write
+from sb3_ppo_ext.callbacks._schedule import StepSchedule, next_multiple
 from sb3_ppo_ext.callbacks.live_view import _normalization_state, _normalize, resolve_mode
 from sb3_ppo_ext.callbacks.plot import moving_average
 
@@ -322,6 +323,21 @@ def test_video_has_one_frame_per_step_and_uses_frozen_training_normalisation(tmp
     np.testing.assert_allclose(np.array(seen_by_policy), env.normalize_obs(raw_acting), rtol=1e-6)
 
 
+def test_video_and_live_view_name_the_played_env_id_alike(tmp_path):
+    """Both keep the env id under ``env_id``; the video callback's former ``env_spec`` still reads, with a warning."""
+    video = VideoRecorderCallback("CartPole-v1", video_freq=64, video_folder=str(tmp_path))
+    live = LiveViewCallback("CartPole-v1", mode="file", output_path=str(tmp_path / "live.gif"))
+    assert video.env_id == live.env_id == "CartPole-v1"
+    with pytest.warns(DeprecationWarning, match="env_id"):
+        assert video.env_spec == "CartPole-v1"
+    instance = gym.make("CartPole-v1", render_mode="rgb_array")
+    from_instance = VideoRecorderCallback(instance, video_freq=64, video_folder=str(tmp_path))
+    assert from_instance.env_id is None
+    with pytest.warns(DeprecationWarning):
+        assert from_instance.env_spec is instance
+    instance.close()
+
+
 @needs_rendering
 def test_video_callback_records_during_training_with_step_in_name(tmp_path):
     model = _ppo(make_vec_env("CartPole-v1", n_envs=2, seed=0))
@@ -421,6 +437,10 @@ def test_moving_average_by_hand():
     np.testing.assert_allclose(moving_average(np.array([1.0, 3.0, 5.0, 7.0]), 2), [1.0, 2.0, 4.0, 6.0])
     np.testing.assert_allclose(moving_average(np.array([2.0, 4.0, 9.0]), 5), [2.0, 3.0, 5.0])
     assert moving_average(np.array([]), 3).size == 0
+    with pytest.raises(ValueError, match="window must be >= 1"):
+        moving_average(np.ones(3), 0)
+    with pytest.raises(ValueError, match="window must be >= 1"):
+        moving_average(np.ones(3), 0)
 
 
 def test_learning_curve_png_with_returns_success_and_adaptive_kl(tmp_path):
@@ -670,7 +690,7 @@ def test_zoo_yaml_callback_entries_build_every_callback(tmp_path):
 
 def test_atomic_writes_keep_ordinary_file_modes(tmp_path):
     """New files get the mode a plain open() gives (not mkstemp's 0600); a replaced file keeps its mode."""
-    from sb3_ppo_ext.callbacks._common import atomic_write
+    from sb3_ppo_ext.callbacks._files import atomic_write
 
     umask = os.umask(0o022)
     try:

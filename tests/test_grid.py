@@ -4,6 +4,7 @@ import csv
 import importlib.util
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -176,6 +177,30 @@ tasks:
     assert len(sessions) == 2 and "--resume" in json.loads(sessions[1])["command"]
     assert json.loads((folder / "done.json").read_text())["wall_s"] == pytest.approx(
         sum(json.loads(line)["wall_s"] for line in sessions))
+
+
+def test_a_snapshot_of_an_unfinished_cell_resumes_on_a_fresh_root(tmp_path):
+    path = write_grid(tmp_path, """
+tasks:
+  CartPole-v1: {seeds: [0], n_timesteps: 1536, eval_freq: 512, eval_episodes: 2, save_freq: 512}
+""")
+    (cell,) = grid.load_grid(path)
+    root, stash = tmp_path / "runs", tmp_path / "repo" / "run_state"
+    assert grid.run_grid([cell], str(root), jobs=1)
+    assert grid.snapshot_cells(str(root), str(stash)) == []  # finished cells are collected, not carried
+    folder = Path(cell.folder(str(root)))
+    (folder / "done.json").unlink()
+    (folder / "ppo_ext" / "CartPole-v1_1" / "CartPole-v1.zip").unlink()
+    (line,) = grid.snapshot_cells(str(root), str(stash))
+    assert line.endswith("at 1024 steps")
+    shutil.rmtree(root)  # the machine did not come back
+    shutil.copytree(stash, root)
+    kept = sorted(p.name for p in (root / os.path.relpath(folder, tmp_path / "runs") / "ppo_ext" / "CartPole-v1_1").iterdir()
+                  if not p.name.endswith(".monitor.csv"))
+    assert kept == ["CartPole-v1", "evaluations.npz", "rl_model_1024_steps.zip"]
+    assert grid.run_cell(cell, str(root)).endswith("in several sessions)")
+    rows = grid.collect(str(root))
+    assert [(r["timesteps"], r["finished"]) for r in rows] == [(512, True), (1024, True), (1536, True)]
 
 
 def test_curve_table_shows_each_run_at_the_given_steps(tmp_path):

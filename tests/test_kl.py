@@ -7,7 +7,8 @@ from gymnasium import spaces
 from stable_baselines3.common.distributions import make_proba_distribution
 from torch.distributions import Bernoulli, Categorical, Normal, kl_divergence
 
-from sb3_ppo_ext.ppo.kl import AnalyticKL, bernoulli_kl, categorical_kl, gaussian_kl, k3_kl, multi_categorical_kl
+from sb3_ppo_ext.ppo.distributions import bernoulli_kl, categorical_kl, gaussian_kl, multi_categorical_kl
+from sb3_ppo_ext.ppo.kl import AnalyticKL, k3_kl
 
 th.manual_seed(0)
 

@@ -329,7 +329,8 @@ def test_humanoid_terminates_below_078_m(humanoid):
     assert humanoid._body_xyz[2] <= 0.78
 
 
-# Reference table (REFERENCE.md sec. 5), widened by 15 % for our mean over five seeds.
+# The reference episode ranges of zero and random actions (pybullet_envs' robots), widened by 15 % for our mean over
+# five seeds.
 EPISODE_TABLE = {
     ("walker", "zero"): ((31, 69), (24, 48)),
     ("humanoid", "zero"): ((26, 37), (45, 70)),

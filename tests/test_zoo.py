@@ -22,7 +22,6 @@ import sb3_ppo_ext
 from sb3_ppo_ext import PPO
 from sb3_ppo_ext.cli import main
 from sb3_ppo_ext.zoo import check_block_keys, default_config_path, preprocess_block, valid_keys
-from sb3_ppo_ext.zoo.plotting import smooth
 
 BUNDLED_CONFIG = default_config_path()
 with open(BUNDLED_CONFIG) as _file:
@@ -166,12 +165,6 @@ def test_plot_writes_the_learning_curves(walker_run, tmp_path):
     output = tmp_path / "curves.png"
     main(["plot", "--env", WALKER, "-f", str(walker_run), "-o", str(output), "-w", "2"])
     assert output.stat().st_size > 1000
-
-
-def test_smooth_is_a_trailing_mean():
-    np.testing.assert_allclose(smooth(np.array([1.0, 3.0, 5.0, 7.0]), 2), [1.0, 2.0, 4.0, 6.0])
-    with pytest.raises(ValueError, match="window must be >= 1"):
-        smooth(np.ones(3), 0)
 
 
 def test_trained_agent_continues_the_run(walker_run):

@@ -8,7 +8,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from sb3_ppo_ext.callbacks._common import atomic_path, require_module
+from sb3_ppo_ext.callbacks._dependencies import require_module
+from sb3_ppo_ext.callbacks._files import atomic_path
 
 #: ``observation -> action`` for one (unbatched) observation.
 ActionFunction = Callable[[Any], Any]

@@ -17,7 +17,8 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import CheckpointCallback
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize, unwrap_vec_normalize
 
-from sb3_ppo_ext.callbacks._common import StepSchedule, atomic_write, check_frequency, check_writable_dir, fsync_directory
+from sb3_ppo_ext.callbacks._files import atomic_write, check_writable_dir, fsync_directory
+from sb3_ppo_ext.callbacks._schedule import StepSchedule, check_frequency
 from sb3_ppo_ext.safe_loading import save_vecnormalize_statistics, statistics_path
 from sb3_ppo_ext.validation import check_int
 

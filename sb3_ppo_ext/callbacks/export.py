@@ -29,7 +29,8 @@ from stable_baselines3.common.distributions import (
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.vec_env import VecNormalize, unwrap_vec_normalize
 
-from sb3_ppo_ext.callbacks._common import atomic_path, check_writable_dir, require_module
+from sb3_ppo_ext.callbacks._dependencies import require_module
+from sb3_ppo_ext.callbacks._files import atomic_path, check_writable_dir
 from sb3_ppo_ext.safe_loading import VecNormalizeStatistics, read_vecnormalize_statistics
 from sb3_ppo_ext.validation import check_int
 

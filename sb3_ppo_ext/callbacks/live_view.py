@@ -19,15 +19,16 @@ import gymnasium as gym
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
-from sb3_ppo_ext.callbacks._common import (
+from sb3_ppo_ext.callbacks._files import check_writable_dir
+from sb3_ppo_ext.callbacks._media import check_video_dependencies, pad_to_even
+from sb3_ppo_ext.callbacks._render_env import (
     check_declared_render_mode,
     check_env_spec,
     check_env_wrapper,
-    check_writable_dir,
-    find_vec_normalize,
     make_render_env,
 )
-from sb3_ppo_ext.callbacks._media import check_video_dependencies, pad_to_even
+from sb3_ppo_ext.callbacks._vec_normalize import find_vec_normalize
+from sb3_ppo_ext.envs._bullet import display_available
 from sb3_ppo_ext.validation import check_choice, check_int, check_number, check_positive
 
 if TYPE_CHECKING:
@@ -35,13 +36,6 @@ if TYPE_CHECKING:
 
 LIVE_VIEW_MODES = ("auto", "human", "file")
 VIDEO_EXTENSIONS = (".gif", ".mp4")
-
-
-def display_available() -> bool:
-    """Whether a GUI window can be opened: always on macOS and Windows, with ``DISPLAY`` / ``WAYLAND_DISPLAY`` elsewhere."""
-    if sys.platform in ("darwin", "win32"):
-        return True
-    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
 def resolve_mode(mode: str) -> str:
@@ -115,6 +109,7 @@ class LiveViewCallback(BaseCallback):
         if not isinstance(env, str):
             raise ValueError(f"env must be an env id string (the viewer process creates its own env), got {env!r}")
         check_env_spec("env", env, env_kwargs)
+        #: The env id the viewer creates its env from (the same attribute as on ``VideoRecorderCallback``).
         self.env_id = env
         self.env_kwargs = dict(env_kwargs or {})
         self.env_wrapper = check_env_wrapper(env, env_wrapper)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecNormalize
 
-from sb3_ppo_ext.callbacks._common import find_vec_normalize
+from sb3_ppo_ext.callbacks._vec_normalize import find_vec_normalize
 from sb3_ppo_ext.validation import check_int
 
 

@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
-from sb3_ppo_ext.callbacks._common import StepSchedule, atomic_path, check_frequency, check_writable_dir, require_module
+from sb3_ppo_ext.callbacks._dependencies import require_module
+from sb3_ppo_ext.callbacks._files import atomic_path, check_writable_dir
+from sb3_ppo_ext.callbacks._schedule import StepSchedule, check_frequency
 from sb3_ppo_ext.validation import check_int
 
 #: Logger keys read after each update, and their axis labels; keys an algorithm does not log are not plotted.
@@ -20,11 +22,16 @@ TRAIN_CURVES = {
 
 
 def moving_average(values: np.ndarray, window: int) -> np.ndarray:
-    """Trailing mean over the last ``window`` values (fewer at the start), same length as ``values``.
+    """Trailing mean over the last ``window`` values (fewer at the start), same length as ``values``: the package's
+    one moving average (learning-curve PNGs; zoo run plots).
 
     >>> moving_average(np.array([1.0, 3.0, 5.0]), 2).tolist()
     [1.0, 2.0, 4.0]
+
+    :raises ValueError: when ``window`` < 1.
     """
+    if window < 1:
+        raise ValueError(f"window must be >= 1, got {window}")
     values = np.asarray(values, dtype=float)
     if values.size == 0:
         return values

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -10,17 +11,11 @@ import gymnasium as gym
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
-from sb3_ppo_ext.callbacks._common import (
-    StepSchedule,
-    check_env_spec,
-    check_env_wrapper,
-    check_frequency,
-    check_render_mode,
-    check_writable_dir,
-    make_render_env,
-    observation_normalizer,
-)
+from sb3_ppo_ext.callbacks._files import check_writable_dir
 from sb3_ppo_ext.callbacks._media import check_video_dependencies, env_fps, rollout_frames, write_gif, write_mp4
+from sb3_ppo_ext.callbacks._render_env import check_env_spec, check_env_wrapper, check_render_mode, make_render_env
+from sb3_ppo_ext.callbacks._schedule import StepSchedule, check_frequency
+from sb3_ppo_ext.callbacks._vec_normalize import observation_normalizer
 from sb3_ppo_ext.validation import check_int, check_positive
 
 
@@ -73,7 +68,10 @@ class VideoRecorderCallback(BaseCallback):
         check_env_spec("env", env, env_kwargs)
         if isinstance(env, gym.Env):
             check_render_mode("env", env, "rgb_array")
-        self.env_spec = env
+        #: The env id the played env is created from, as in :class:`~sb3_ppo_ext.callbacks.LiveViewCallback`;
+        #: ``None`` when ``env`` is an env instance.
+        self.env_id: str | None = env if isinstance(env, str) else None
+        self._env_argument = env
         self.env_kwargs = dict(env_kwargs or {})
         self.env_wrapper = check_env_wrapper(env, env_wrapper)
         self.video_freq = check_frequency("video_freq", video_freq)
@@ -101,7 +99,18 @@ class VideoRecorderCallback(BaseCallback):
     def _init_callback(self) -> None:
         check_writable_dir("video_folder", self.video_folder)
         if self.env is None:
-            self.env = make_render_env("env", self.env_spec, self.env_kwargs, "rgb_array", self.env_wrapper)
+            self.env = make_render_env("env", self._env_argument, self.env_kwargs, "rgb_array", self.env_wrapper)
+
+    @property
+    def env_spec(self) -> str | gym.Env:
+        """The ``env`` argument as given. Deprecated: read :attr:`env_id` (the id, as the live view names it)."""
+        warnings.warn(
+            "VideoRecorderCallback.env_spec is deprecated: read env_id (None when env is an env instance), as on "
+            "LiveViewCallback",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self._env_argument
 
     def _on_training_start(self) -> None:
         self._schedule.start(self.num_timesteps)
@@ -114,7 +123,7 @@ class VideoRecorderCallback(BaseCallback):
     def _on_training_end(self) -> None:
         if self.record_on_training_end and self._last_recorded != self.num_timesteps:
             self.record()
-        if isinstance(self.env_spec, str):
+        if self.env_id is not None:
             self.close()  # created here from the id: recreated by the next learn()
 
     def record(self) -> list[str]:

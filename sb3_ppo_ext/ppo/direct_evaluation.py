@@ -4,7 +4,8 @@ Why: on the small minibatches of a PPO update, building a ``torch.distributions`
 broadcasting, lazy properties) costs more than its arithmetic. :func:`evaluate_actions` computes the same values,
 log-probabilities and entropies as SB3's ``evaluate_actions`` (``DiagGaussianDistribution``,
 ``StateDependentNoiseDistribution`` with its own ``get_std``, ``CategoricalDistribution``) with fewer kernels: the
-Gaussian log-density from ``(a - mean) / std`` and ``log_std``, the categorical one from ``log_softmax``. They equal
+Gaussian log-density from ``(a - mean) / std`` and ``log_std``, the categorical one from ``log_softmax`` (each
+family's maths: :mod:`~sb3_ppo_ext.ppo.distributions`). They equal
 SB3's to float32 rounding, not bit for bit (``torch.distributions`` takes ``log(exp(log_std))`` and
 ``logits - logsumexp(logits)``); writing SB3's exact sequence of operations would cost 4-8% of an update.
 
@@ -16,11 +17,9 @@ subclass; gSDE without a squashing bijector). Anything else, a ``th.compile``d p
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch as th
-import torch.nn.functional as F
 from stable_baselines3.common.distributions import (
     CategoricalDistribution,
     DiagGaussianDistribution,
@@ -28,9 +27,13 @@ from stable_baselines3.common.distributions import (
 )
 from stable_baselines3.common.policies import ActorCriticPolicy
 
-from sb3_ppo_ext.ppo.kl import DistributionParams
-
-_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+from sb3_ppo_ext.ppo.distributions import (
+    DistributionParams,
+    categorical_log_prob_entropy,
+    gaussian_entropy,
+    gaussian_log_prob,
+    gsde_std,
+)
 
 
 def direct_head(policy: Any) -> str | None:
@@ -70,9 +73,7 @@ def evaluate_actions(
     values = policy.value_net(latent_vf).flatten()
     output = policy.action_net(latent_pi)
     if head == "categorical":
-        log_p = F.log_softmax(output, dim=-1)
-        log_prob = log_p.gather(1, actions.long().view(-1, 1)).squeeze(1)
-        entropy = -(log_p.exp() * log_p).sum(dim=-1)
+        log_prob, entropy = categorical_log_prob_entropy(output, actions)
         return values, log_prob, entropy, (output,)
     if head == "gaussian":
         log_std = policy.log_std.expand_as(output)
@@ -80,10 +81,7 @@ def evaluate_actions(
     else:
         distribution = policy.action_dist
         latent_sde = latent_pi if distribution.learn_features else latent_pi.detach()
-        variance = th.mm(latent_sde**2, distribution.get_std(policy.log_std) ** 2)
-        std = th.sqrt(variance + distribution.epsilon)
+        std = gsde_std(latent_sde, distribution.get_std(policy.log_std), distribution.epsilon)
         log_std = th.log(std)
-    scaled = (actions - output) / std
-    log_prob = (-0.5 * scaled**2 - log_std - _LOG_SQRT_2PI).sum(dim=-1)
-    entropy = (0.5 + _LOG_SQRT_2PI + log_std).sum(dim=-1)
-    return values, log_prob, entropy, (output, std)
+    log_prob = gaussian_log_prob((actions - output) / std, log_std)
+    return values, log_prob, gaussian_entropy(log_std), (output, std)

@@ -1,7 +1,6 @@
-"""KL divergences between the policy that collected a rollout and the policy being trained.
-
-Closed forms where they exist (diagonal Gaussian summed over action dimensions, categorical, multi-categorical,
-Bernoulli), the k3 sample estimate elsewhere. Every function returns one value per sample: ``KL(old || new)``.
+"""The KL divergence that the update measures between the policy that collected a rollout and the policy being
+trained: each family's closed form (:mod:`~sb3_ppo_ext.ppo.distributions`) where SB3's distribution has one, the k3
+sample estimate elsewhere. Every function returns one value per sample: ``KL(old || new)``.
 
 A Gaussian squashed by tanh (``squash_output=True``) has the same KL as the Gaussian under it, because KL is
 invariant under an invertible change of variables, so the Gaussian closed form serves it too.
@@ -9,11 +8,9 @@ invariant under an invertible change of variables, so the Gaussian closed form s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch as th
-import torch.nn.functional as F
 from stable_baselines3.common.distributions import (
     BernoulliDistribution,
     CategoricalDistribution,
@@ -23,38 +20,19 @@ from stable_baselines3.common.distributions import (
     StateDependentNoiseDistribution,
 )
 
-DistributionParams = tuple[th.Tensor, ...]
+from sb3_ppo_ext.ppo.distributions import (
+    DistributionParams,
+    bernoulli_kl,
+    bernoulli_params,
+    categorical_kl,
+    categorical_params,
+    gaussian_kl,
+    gaussian_params,
+    multi_categorical_kl,
+    multi_categorical_params,
+)
 
-
-def gaussian_kl(mean_p: th.Tensor, std_p: th.Tensor, mean_q: th.Tensor, std_q: th.Tensor) -> th.Tensor:
-    """``KL(N(mean_p, std_p) || N(mean_q, std_q))`` for diagonal Gaussians, summed over the last axis."""
-    variance_ratio = (std_p / std_q) ** 2
-    mean_term = ((mean_p - mean_q) / std_q) ** 2
-    return 0.5 * (variance_ratio + mean_term - 1.0 - th.log(variance_ratio)).sum(dim=-1)
-
-
-def categorical_kl(logits_p: th.Tensor, logits_q: th.Tensor) -> th.Tensor:
-    """``KL(Cat(logits_p) || Cat(logits_q))`` over the last axis (logits need not be normalised)."""
-    log_p = F.log_softmax(logits_p, dim=-1)
-    log_q = F.log_softmax(logits_q, dim=-1)
-    return (log_p.exp() * (log_p - log_q)).sum(dim=-1)
-
-
-def multi_categorical_kl(logits_p: th.Tensor, logits_q: th.Tensor, action_dims: Sequence[int]) -> th.Tensor:
-    """Sum of :func:`categorical_kl` over independent sub-actions whose logits are concatenated on the last axis."""
-    split = list(action_dims)
-    return sum(
-        (categorical_kl(p, q) for p, q in zip(th.split(logits_p, split, dim=-1), th.split(logits_q, split, dim=-1))),
-        th.zeros(logits_p.shape[:-1], dtype=logits_p.dtype, device=logits_p.device),
-    )
-
-
-def bernoulli_kl(logits_p: th.Tensor, logits_q: th.Tensor) -> th.Tensor:
-    """``KL(Bernoulli(logits_p) || Bernoulli(logits_q))`` summed over the last axis."""
-    prob_p = th.sigmoid(logits_p)
-    log_p1, log_p0 = F.logsigmoid(logits_p), F.logsigmoid(-logits_p)
-    log_q1, log_q0 = F.logsigmoid(logits_q), F.logsigmoid(-logits_q)
-    return (prob_p * (log_p1 - log_q1) + (1.0 - prob_p) * (log_p0 - log_q0)).sum(dim=-1)
+__all__ = ["AnalyticKL", "k3_kl"]
 
 
 def k3_kl(log_ratio: th.Tensor) -> th.Tensor:
@@ -93,10 +71,12 @@ class AnalyticKL:
         """The tensors that define ``distribution`` (after ``proba_distribution`` was called on it)."""
         torch_dist = distribution.distribution
         if self.kind == "gaussian":
-            return torch_dist.loc, torch_dist.scale.expand_as(torch_dist.loc)
+            return gaussian_params(torch_dist)
+        if self.kind == "categorical":
+            return categorical_params(torch_dist)
         if self.kind == "multi_categorical":
-            return (th.cat([categorical.logits for categorical in torch_dist], dim=-1),)
-        return (torch_dist.logits,)
+            return multi_categorical_params(torch_dist)
+        return bernoulli_params(torch_dist)
 
     def __call__(self, old: DistributionParams, new: DistributionParams) -> th.Tensor:
         """Per-sample ``KL(old || new)``."""

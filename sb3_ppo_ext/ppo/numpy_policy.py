@@ -6,7 +6,8 @@ PyBullet step. The same maths on a handful of small float32 numpy arrays costs a
 weights do not change during a rollout, so they are copied once per rollout.
 
 Only the standard building blocks are mirrored (``FlattenExtractor``, ``MlpExtractor`` with common activations,
-float32 weights, Gaussian / gSDE / categorical / multi-categorical / Bernoulli heads); :meth:`NumpyActorCritic.from_policy`
+float32 weights, Gaussian / gSDE / categorical / multi-categorical / Bernoulli heads, each family's maths from
+:mod:`~sb3_ppo_ext.ppo.distributions`); :meth:`NumpyActorCritic.from_policy`
 returns ``None`` for anything else and the algorithm then collects with the torch policy, exactly as SB3 does.
 
 Same seed, same actions: the randomness comes from torch's global generator on the policy's device, drawn exactly as
@@ -26,7 +27,6 @@ Log-probabilities and values equal the torch policy's to float32 rounding.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import numpy as np
@@ -44,9 +44,16 @@ from stable_baselines3.common.preprocessing import is_image_space
 from stable_baselines3.common.torch_layers import FlattenExtractor, MlpExtractor
 from torch import nn
 
-Layer = tuple[np.ndarray, np.ndarray, Callable[[np.ndarray], np.ndarray] | None]
+from sb3_ppo_ext.ppo.distributions import (
+    bernoulli_log_prob_numpy,
+    bernoulli_probs_numpy,
+    categorical_log_probs_numpy,
+    gaussian_log_prob_numpy,
+    gsde_std_numpy,
+    split_logits_numpy,
+)
 
-_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+Layer = tuple[np.ndarray, np.ndarray, Callable[[np.ndarray], np.ndarray] | None]
 
 
 def _relu(x: np.ndarray) -> np.ndarray:
@@ -122,19 +129,6 @@ def _joint_layers(actor: list[Layer], critic: list[Layer], max_width: int = 128)
             weight[actor_weight.shape[0] :, actor_weight.shape[1] :] = critic_weight
         joint.append((weight, np.concatenate([actor_bias, critic_bias]), activation))
     return joint
-
-
-def _normalized_logits(logits: np.ndarray) -> np.ndarray:
-    """Log-probabilities as ``torch.distributions.Categorical`` normalises its logits: ``logits - logsumexp(logits)``,
-    with torch's ``logsumexp`` (``log(sum(exp(x - max))) + max``)."""
-    maximum = logits.max(axis=-1, keepdims=True)
-    return logits - (np.log(np.exp(logits - maximum).sum(axis=-1, keepdims=True)) + maximum)
-
-
-def _gaussian_log_prob(noise: np.ndarray, log_std: np.ndarray) -> np.ndarray:
-    """The log-density of ``mean + std * noise`` under ``Normal(mean, std)``, summed over the action dimensions (equal
-    to ``Normal.log_prob`` to float32 rounding)."""
-    return -(0.5 * noise * noise + log_std + _HALF_LOG_2PI).sum(axis=-1)
 
 
 class NumpyActorCritic:
@@ -295,34 +289,29 @@ class NumpyActorCritic:
         if self.std is not None:
             noise = self._standard_normal(params.shape)
             actions = params + noise * self.std  # Normal.rsample: loc + eps * scale
-            log_probs = _gaussian_log_prob(noise, self.log_std)
+            log_probs = gaussian_log_prob_numpy(noise, self.log_std)
         elif self.sde_std is not None:
-            std = np.sqrt((latent_pi * latent_pi) @ (self.sde_std * self.sde_std) + dist.epsilon)
+            std = gsde_std_numpy(latent_pi, self.sde_std, dist.epsilon)
             if n == 1 or n != len(self.exploration_matrices):
                 noise = latent_pi @ self.exploration_mat
             else:
                 noise = np.einsum("bi,bij->bj", latent_pi, self.exploration_matrices)
             actions = params + noise
-            log_probs = _gaussian_log_prob(noise / std, np.log(std))
+            log_probs = gaussian_log_prob_numpy(noise / std, np.log(std))
         elif isinstance(dist, CategoricalDistribution):
-            log_p = _normalized_logits(params)
+            log_p = categorical_log_probs_numpy(params)
             actions = self._sample_categorical(log_p)
             log_probs = log_p[np.arange(n), actions]
         elif isinstance(dist, MultiCategoricalDistribution):
             columns, log_probs = [], np.zeros(n, dtype=np.float32)
-            start = 0
-            for size in dist.action_dims:
-                log_p = _normalized_logits(params[:, start : start + size])
+            for logits in split_logits_numpy(params, dist.action_dims):
+                log_p = categorical_log_probs_numpy(logits)
                 choice = self._sample_categorical(log_p)
                 log_probs += log_p[np.arange(n), choice]
                 columns.append(choice)
-                start += size
             actions = np.stack(columns, axis=1)
         else:  # Bernoulli
-            probs = 1.0 / (1.0 + np.exp(-params))
-            actions = self._sample_bernoulli(probs)
-            log_p1 = -np.logaddexp(0.0, -params)
-            log_p0 = -np.logaddexp(0.0, params)
-            log_probs = np.where(actions > 0.5, log_p1, log_p0).sum(axis=-1)
+            actions = self._sample_bernoulli(bernoulli_probs_numpy(params))
+            log_probs = bernoulli_log_prob_numpy(params, actions)
         actions = actions.reshape((-1, *self.action_shape))
         return actions, values.astype(np.float32, copy=False), log_probs.astype(np.float32, copy=False)

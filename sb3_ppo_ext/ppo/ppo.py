@@ -23,7 +23,8 @@ from torch.nn import functional as F
 from sb3_ppo_ext.ppo import actor_critic_groups, direct_evaluation
 from sb3_ppo_ext.ppo.adaptive import KLAdaptiveLearningRate, KLPenaltyController
 from sb3_ppo_ext.ppo.compiled import CompiledOrEager
-from sb3_ppo_ext.ppo.kl import AnalyticKL, DistributionParams, k3_kl
+from sb3_ppo_ext.ppo.distributions import DistributionParams
+from sb3_ppo_ext.ppo.kl import AnalyticKL, k3_kl
 from sb3_ppo_ext.ppo.numpy_policy import NumpyActorCritic
 from sb3_ppo_ext.ppo.optim import ClippedStep, NonFiniteGradientError, fused_adam
 from sb3_ppo_ext.ppo.rollout import UpdateRollout, add_to_rollout_buffer, take_rows

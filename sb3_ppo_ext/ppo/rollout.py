@@ -26,7 +26,7 @@ from gymnasium import spaces
 from stable_baselines3.common.buffers import DictRolloutBuffer, RolloutBuffer
 from stable_baselines3.common.type_aliases import RolloutBufferSamples
 
-from sb3_ppo_ext.ppo.kl import DistributionParams
+from sb3_ppo_ext.ppo.distributions import DistributionParams
 
 
 def add_to_rollout_buffer(

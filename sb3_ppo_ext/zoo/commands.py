@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from sb3_ppo_ext.callbacks.live_view import display_available
 from sb3_ppo_ext.cli import DEBUG_HELP, DEBUG_OPTION
+from sb3_ppo_ext.envs._bullet import display_available
 from sb3_ppo_ext.zoo.experiment import (
     ALGORITHM_NAME,
     VEC_ENV_TYPES,

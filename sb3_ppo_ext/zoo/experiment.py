@@ -281,13 +281,9 @@ class SafeExperimentManager(ExperimentManager):
             from sb3_ppo_ext.callbacks import LiveViewCallback, VideoRecorderCallback
 
             for callback in callbacks:
-                if isinstance(callback, VideoRecorderCallback):
-                    played = callback.env_spec
-                elif isinstance(callback, LiveViewCallback):
-                    played = callback.env_id
-                else:
+                if not isinstance(callback, (VideoRecorderCallback, LiveViewCallback)):
                     continue
-                if played == self.env_name.gym_id and callback.env_wrapper is None:
+                if callback.env_id == self.env_name.gym_id and callback.env_wrapper is None:
                     callback.env_wrapper = env_wrapper
         return hyperparams, env_wrapper, callbacks, vec_env_wrapper
 

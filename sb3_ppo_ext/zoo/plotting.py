@@ -8,6 +8,8 @@ import os
 import numpy as np
 from huggingface_sb3 import EnvironmentName
 
+from sb3_ppo_ext.callbacks.plot import moving_average
+
 X_AXES = ("steps", "episodes", "time")
 
 
@@ -20,16 +22,6 @@ def find_runs(log_folder: str, algo: str, env_id: str) -> list[str]:
         if os.path.isdir(path) and suffix.isdigit():
             runs.append((int(suffix), path))
     return [path for _, path in sorted(runs)]
-
-
-def smooth(values: np.ndarray, window: int) -> np.ndarray:
-    """Trailing moving average over ``min(window, i + 1)`` values, so the curve starts at the first episode."""
-    if window < 1:
-        raise ValueError(f"window must be >= 1, got {window}")
-    cumulative = np.cumsum(np.insert(np.asarray(values, dtype=float), 0, 0.0))
-    counts = np.minimum(np.arange(1, len(values) + 1), window)
-    ends = np.arange(1, len(values) + 1)
-    return (cumulative[ends] - cumulative[ends - counts]) / counts
 
 
 def plot_runs(run_folders: list[str], output: str, *, x_axis: str = "steps", window: int = 20, title: str = "") -> int:
@@ -62,7 +54,7 @@ def plot_runs(run_folders: list[str], output: str, *, x_axis: str = "steps", win
         x = {"steps": np.cumsum(frame.l.values), "episodes": np.arange(1, len(frame) + 1), "time": frame.t.values / 3600.0}[
             x_axis
         ]
-        axes.plot(x, smooth(frame.r.values, window), label=os.path.basename(os.path.normpath(folder)))
+        axes.plot(x, moving_average(frame.r.values, window), label=os.path.basename(os.path.normpath(folder)))
         plotted += 1
     axes.set_xlabel({"steps": "Timesteps", "episodes": "Episodes", "time": "Wall time (hours)"}[x_axis])
     axes.set_ylabel(f"Training episode return (mean of {window})")
