@@ -1,6 +1,6 @@
 """Learning grids: run (task, variant, seed) cells from zoo configs, collect one CSV, report with rliable.
 
-Four steps, each a subcommand:
+The steps, each a subcommand:
 
     python benchmarks/grid.py run benchmarks/grids/classic.yml --root ~/runs/grid --jobs 2
     python benchmarks/grid.py evaluate --root ~/runs/grid --episodes 100       # optional
@@ -14,6 +14,9 @@ and is skipped; a cell that was interrupted continues from its newest checkpoint
 (step count, schedules, statistics, adaptive-KL state and evaluations carry on) when it saved one (``save_freq`` in
 the grid file), else it is started again after moving its partial folder aside. ``--jobs`` cells run at once, one
 process each. The wall-clock of a cell is the sum of its sessions' (``sessions.jsonl``).
+
+``snapshot`` copies the newest checkpoint and settings of every unfinished cell into a folder, to carry a run of
+several sessions to another machine (copy it back under the root and ``run`` resumes it).
 
 ``evaluate`` plays the final model of every finished cell for many deterministic episodes from one fixed env seed
 (the same starts for every cell; through the plain-data agent files that a shipped agent uses) into the cell's
@@ -214,6 +217,47 @@ def _resumable_run(cell_folder: str) -> str | None:
         if glob.glob(os.path.join(glob.escape(run_folder), "rl_model_*_steps.zip")):
             return run_folder
     return None
+
+
+def snapshot_cells(root: str, destination: str) -> list[str]:
+    """Copy what each unfinished cell under ``root`` needs to be resumed elsewhere into ``destination``, same layout.
+
+    For a run of more than one session on a machine that may not come back: its newest intact checkpoint (model zip
+    and ``VecNormalize`` statistics, pickle and plain twin), the run's settings (``<env>/`` with ``args.yml``,
+    ``config.yml``), ``evaluations.npz``, the monitor files, and the cell's ``train.log`` / ``sessions.jsonl``. Older
+    snapshots of a cell are replaced. Copy ``destination`` back under a root (any files missing there) and ``run``
+    resumes the cell. Finished cells are left out: collect their results instead.
+
+    :returns: one line per cell copied.
+    """
+    from sb3_ppo_ext.callbacks.checkpoint import find_latest_checkpoint
+
+    lines = []
+    for cell_folder in sorted(glob.glob(os.path.join(glob.escape(root), "*", "*", "seed_*"))):
+        run_folder = _resumable_run(cell_folder)
+        if run_folder is None or os.path.isfile(os.path.join(cell_folder, "done.json")):
+            continue
+        checkpoint = find_latest_checkpoint(run_folder)
+        if checkpoint is None:
+            continue
+        target_cell = os.path.join(destination, os.path.relpath(cell_folder, root))
+        if os.path.isdir(target_cell):
+            shutil.rmtree(target_cell)
+        target_run = os.path.join(target_cell, os.path.relpath(run_folder, cell_folder))
+        os.makedirs(target_run)
+        files = [checkpoint.model_path, checkpoint.vecnormalize_path, checkpoint.statistics_path,
+                 os.path.join(run_folder, "evaluations.npz"), *glob.glob(os.path.join(glob.escape(run_folder), "*.monitor.csv"))]
+        for path in files:
+            if path is not None and os.path.isfile(path):
+                shutil.copy2(path, target_run)
+        for name in ("train.log", "sessions.jsonl"):
+            if os.path.isfile(os.path.join(cell_folder, name)):
+                shutil.copy2(os.path.join(cell_folder, name), target_cell)
+        for params in glob.glob(os.path.join(glob.escape(run_folder), "*", "args.yml")):
+            shutil.copytree(os.path.dirname(params), os.path.join(target_run, os.path.basename(os.path.dirname(params))),
+                            ignore=shutil.ignore_patterns("*.pkl", "*.npz"))
+        lines.append(f"saved {target_cell} at {checkpoint.num_timesteps} steps")
+    return lines
 
 
 def run_grid(cells: Sequence[Cell], root: str, jobs: int) -> bool:
@@ -539,6 +583,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--tasks", nargs="+", default=None, help="run only these tasks")
     run.add_argument("--seeds", nargs="+", type=int, default=None, help="run only these seeds")
     run.add_argument("--dry-run", action="store_true", help="print each cell's command and exit")
+    stash = commands.add_parser("snapshot", help="copy the newest checkpoint and settings of every unfinished cell "
+                                "to a folder (e.g. in the repository), to resume it on another machine")
+    stash.add_argument("--root", required=True)
+    stash.add_argument("--to", required=True, help="destination folder (same layout as --root)")
     gather = commands.add_parser("collect", help="write one CSV of every evaluation under --root")
     gather.add_argument("--root", required=True)
     gather.add_argument("--csv", required=True)
@@ -577,6 +625,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.episodes < 1:
             parser.error(f"--episodes must be >= 1, got {args.episodes}")
         for line in evaluate_cells(os.path.expanduser(args.root), args.episodes, args.tasks):
+            print(line, flush=True)
+        return 0
+    if args.command == "snapshot":
+        for line in snapshot_cells(os.path.expanduser(args.root), args.to):
             print(line, flush=True)
         return 0
     if args.command == "collect":
