@@ -260,4 +260,5 @@ def test_episode_summary_counts_landings_and_how_the_rest_ended():
     summary = summarise_episodes(episodes)
     assert summary["successes"] == 1 and summary["ended_early"] == 4
     assert list(summary["failures"].items()) == [("hard_touchdown", 2), ("time_limit", 1), ("sea_contact", 1)]
+    assert summary["failed_episodes"] == {1: "hard_touchdown", 2: "hard_touchdown", 3: "time_limit", 4: "sea_contact"}
     assert summary["mean_return"] == -12.0
