@@ -25,7 +25,8 @@ several sessions to another machine (copy it back under the root and ``run`` res
 ``collect`` reads every cell's ``evaluations.npz`` (and ``final_eval.json``) into one CSV, one row per evaluation
 (``kind`` periodic or final): task, variant, seed, timesteps, the number of episodes, the mean and standard
 deviation over them, the wall-clock seconds of training until that step (from the training envs' monitor files, so
-it includes the evaluations before it), and whether the run has finished.
+it includes the evaluations before it), whether the run has finished, the episodes' mean length, and the training
+values SB3 logged last before it (``train.log``: action std, learning rate, ``approx_kl``, beta).
 
 ``report`` prints, per task and variant (finished runs only, unless ``--include-unfinished``), each seed's score
 (its final evaluation where every seed has one, else its last periodic one), their mean, the interquartile mean
@@ -68,8 +69,10 @@ import yaml
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CELL_KEYS = {"seeds", "variants", "n_timesteps", "eval_freq", "eval_episodes", "env_kwargs", "save_freq"}
 VARIANT_KEYS = {"algo", "conf", "hyperparams"}
+#: SB3's logged training values that ``collect`` adds to each evaluation (the last logged before it).
+TRAIN_LOG_KEYS = ("std", "learning_rate", "approx_kl", "kl_coef")
 CSV_FIELDS = ("task", "variant", "seed", "kind", "timesteps", "episodes", "eval_mean", "eval_std", "wall_s", "finished",
-              "success_rate")
+              "success_rate", "eval_length", *(f"train_{key}" for key in TRAIN_LOG_KEYS))
 #: The env seed of ``evaluate``'s final evaluations: one for every cell, so that every policy meets the same starts.
 FINAL_EVAL_SEED = 10_000
 FINAL_EVAL_FILE = "final_eval.json"
@@ -310,8 +313,35 @@ def _task_of_run(run_folder: str) -> str | None:
     return None
 
 
+def train_log_values(path: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The training values SB3 printed in a cell's ``train.log`` (its ``verbose=1`` tables): the steps of each table
+    that has ``total_timesteps`` and, per key of :data:`TRAIN_LOG_KEYS`, its value there (NaN where not logged)."""
+    steps: list[int] = []
+    values: dict[str, list[float]] = {key: [] for key in TRAIN_LOG_KEYS}
+    table: dict[str, str] = {}
+    if not os.path.isfile(path):
+        return np.zeros(0, dtype=int), {key: np.zeros(0) for key in TRAIN_LOG_KEYS}
+    with open(path, encoding="utf-8", errors="replace") as stream:
+        for line in stream:
+            if line.startswith("|    "):
+                name, _, rest = line[1:].partition("|")
+                table[name.strip()] = rest.strip(" |\n")
+            elif line.startswith("---") and table:
+                if "total_timesteps" in table and ("std" in table or "approx_kl" in table):
+                    steps.append(int(float(table["total_timesteps"])))
+                    for key in TRAIN_LOG_KEYS:
+                        try:
+                            values[key].append(float(table.get(key, "nan")))
+                        except ValueError:
+                            values[key].append(float("nan"))
+                table = {}
+    return np.asarray(steps, dtype=int), {key: np.asarray(series) for key, series in values.items()}
+
+
 def collect(root: str) -> list[dict[str, Any]]:
-    """One row per evaluation of every cell under ``root`` that has evaluations (finished or not)."""
+    """One row per evaluation of every cell under ``root`` that has evaluations (finished or not), with the mean
+    length of its episodes and the training values logged last before it (``train_std``: the action noise,
+    ``train_learning_rate``, ``train_approx_kl``, ``train_kl_coef``: beta)."""
     rows = []
     for seed_folder in sorted(glob.glob(os.path.join(root, "*", "*", "seed_*"))):
         if not os.path.isdir(seed_folder) or ".interrupted-" in seed_folder:
@@ -330,14 +360,18 @@ def collect(root: str) -> list[dict[str, Any]]:
         clock_steps, clock_seconds = training_clock(run_folder)
         seed = int(seed_folder.rsplit("_", 1)[1])
         successes = evaluations["successes"] if "successes" in evaluations.files else np.empty((0, 0))
+        log_steps, log_values = train_log_values(os.path.join(seed_folder, "train.log"))
         for index, (timesteps, results) in enumerate(zip(evaluations["timesteps"], evaluations["results"])):
             reached = np.searchsorted(clock_steps, timesteps)
             wall = float(clock_seconds[reached]) if reached < len(clock_seconds) else float("nan")
             success_rate = float(np.mean(successes[index])) if index < len(successes) and successes[index].size else None
+            logged = np.searchsorted(log_steps, timesteps, side="right") - 1
             rows.append({"task": task, "variant": variant, "seed": seed, "kind": "periodic", "timesteps": int(timesteps),
                          "episodes": len(results), "eval_mean": float(np.mean(results)),
                          "eval_std": float(np.std(results)), "wall_s": round(wall, 1), "finished": finished,
-                         "success_rate": success_rate})
+                         "success_rate": success_rate, "eval_length": float(np.mean(evaluations["ep_lengths"][index])),
+                         **{f"train_{key}": float(series[logged]) if logged >= 0 else float("nan")
+                            for key, series in log_values.items()}})
         final_path = os.path.join(seed_folder, FINAL_EVAL_FILE)
         if finished and os.path.isfile(final_path):
             with open(final_path, encoding="utf-8") as stream:
@@ -345,7 +379,9 @@ def collect(root: str) -> list[dict[str, Any]]:
             rows.append({"task": task, "variant": variant, "seed": seed, "kind": "final", "timesteps": final["timesteps"],
                          "episodes": final["episodes"], "eval_mean": final["mean_return"],
                          "eval_std": final["std_return"], "wall_s": float("nan"), "finished": True,
-                         "success_rate": final["successes"] / final["episodes"] if "successes" in final else None})
+                         "success_rate": final["successes"] / final["episodes"] if "successes" in final else None,
+                         "eval_length": final.get("mean_length", float("nan")),
+                         **{f"train_{key}": float("nan") for key in TRAIN_LOG_KEYS}})
     return rows
 
 
@@ -396,7 +432,8 @@ def read_csv(path: str) -> list[dict[str, Any]]:
         return [{**row, "seed": int(row["seed"]), "timesteps": int(row["timesteps"]), "episodes": int(row["episodes"]),
                  "eval_mean": float(row["eval_mean"]), "eval_std": float(row["eval_std"]),
                  "wall_s": float(row["wall_s"]), "finished": row["finished"] == "True",
-                 "success_rate": float(row["success_rate"]) if row.get("success_rate") else None}
+                 "success_rate": float(row["success_rate"]) if row.get("success_rate") else None,
+                 **{key: float(row.get(key) or "nan") for key in CSV_FIELDS if key.startswith(("train_", "eval_length"))}}
                 for row in csv.DictReader(stream)]
 
 

@@ -507,14 +507,15 @@ def evaluate_agent(folder: str, n_episodes: int, seed: int = 0) -> dict[str, Any
 
 
 def summarise_episodes(episodes: list[dict[str, Any]]) -> dict[str, Any]:
-    """Mean and standard deviation of the return of episodes from :func:`play`, how many ended before the time
-    limit, and where the task reports them: landings (``successes``) with how the other episodes ended
+    """Mean and standard deviation of the return of episodes from :func:`play`, their mean length, how many ended
+    before the time limit, and where the task reports them: landings (``successes``) with how the other episodes ended
     (``failures``: crash reason, or ``time_limit``, -> count, most frequent first; ``failed_episodes``: the index of
     each such episode in play order -> its reason, so that runs evaluated on the same starts can be compared start by
     start) and the mean speed."""
     returns = [episode["return"] for episode in episodes]
     summary: dict[str, Any] = {"episodes": len(episodes), "mean_return": float(np.mean(returns)),
                                "std_return": float(np.std(returns)),
+                               "mean_length": float(np.mean([episode["length"] for episode in episodes])),
                                "ended_early": sum(not episode["truncated"] for episode in episodes)}
     if "success" in episodes[0]:
         summary["successes"] = sum(episode["success"] for episode in episodes)

@@ -203,6 +203,41 @@ tasks:
     assert [(r["timesteps"], r["finished"]) for r in rows] == [(512, True), (1024, True), (1536, True)]
 
 
+def test_train_log_values_are_read_from_sb3s_printed_tables(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("""sb3-ppo-ext train ...
+----------------------------------
+| rollout/           |           |
+|    ep_len_mean     | 53        |
+| time/              |           |
+|    total_timesteps | 8192      |
+----------------------------------
+-----------------------------------------
+| train/                  |             |
+|    approx_kl            | 0.0237      |
+|    learning_rate        | 0.00025     |
+|    std                  | 0.34        |
+| time/                   |             |
+|    total_timesteps      | 16384       |
+-----------------------------------------
+Eval num_timesteps=20000, episode_reward=81.20 +/- 3.1
+-----------------------------------------
+| train/                  |             |
+|    approx_kl            | 0.05        |
+|    kl_coef              | 2           |
+|    learning_rate        | 0.0001      |
+|    std                  | 0.3         |
+|    total_timesteps      | 24576       |
+-----------------------------------------
+""")
+    steps, values = grid.train_log_values(str(log))
+    assert steps.tolist() == [16384, 24576]
+    assert values["std"].tolist() == [0.34, 0.3] and values["learning_rate"].tolist() == [0.00025, 0.0001]
+    assert np.isnan(values["kl_coef"][0]) and values["kl_coef"][1] == 2.0
+    missing_steps, missing = grid.train_log_values(str(tmp_path / "none.log"))
+    assert missing_steps.size == 0 and missing["std"].size == 0
+
+
 def test_curve_table_shows_each_run_at_the_given_steps(tmp_path):
     fake_run(tmp_path, "T", "a", 0, [(1000, 10.0), (2000, 20.0), (3000, 30.0)], [[(1.0, 10)]])
     fake_run(tmp_path, "T", "a", 1, [(1000, 5.0)], [[(1.0, 10)]])
