@@ -22,6 +22,9 @@ several sessions to another machine (copy it back under the root and ``run`` res
 (the same starts for every cell; through the plain-data agent files that a shipped agent uses) into the cell's
 ``final_eval.json``: periodic evaluations of 10 episodes are too noisy to rank near-solved tasks such as Pendulum.
 
+``failures`` lists, per task and variant, the starts of those final evaluations that every seed failed (tasks that
+report success, e.g. the rocket's landings): hard starts rather than one policy's slips.
+
 ``collect`` reads every cell's ``evaluations.npz`` (and ``final_eval.json``) into one CSV, one row per evaluation
 (``kind`` periodic or final): task, variant, seed, timesteps, the number of episodes, the mean and standard
 deviation over them, the wall-clock seconds of training until that step (from the training envs' monitor files, so
@@ -419,6 +422,36 @@ def evaluate_cells(root: str, episodes: int, tasks: Sequence[str] | None = None)
     return lines
 
 
+def shared_failures(root: str) -> list[str]:
+    """Per task and variant, the starts of the final evaluations (``evaluate``: the same starts for every cell) that
+    failed for every seed, and for all but one: hard starts rather than one policy's slips. From the
+    ``failed_episodes`` of each finished cell's ``final_eval.json`` (tasks that report success)."""
+    failed: dict[tuple[str, str], dict[int, dict[int, str]]] = {}
+    for final_path in sorted(glob.glob(os.path.join(glob.escape(root), "*", "*", "seed_*", FINAL_EVAL_FILE))):
+        seed_folder = os.path.dirname(final_path)
+        with open(final_path, encoding="utf-8") as stream:
+            final = json.load(stream)
+        if "failed_episodes" not in final:
+            continue
+        with open(os.path.join(seed_folder, "done.json"), encoding="utf-8") as stream:
+            task = json.load(stream)["task"]
+        variant = os.path.basename(os.path.dirname(seed_folder))
+        seed = int(seed_folder.rsplit("_", 1)[1])
+        failed.setdefault((task, variant), {})[seed] = {int(index): why for index, why in final["failed_episodes"].items()}
+    lines = []
+    for (task, variant), per_seed in sorted(failed.items()):
+        counts: dict[int, int] = {}
+        for episodes in per_seed.values():
+            for index in episodes:
+                counts[index] = counts.get(index, 0) + 1
+        seeds = len(per_seed)
+        every = sorted(index for index, count in counts.items() if count == seeds)
+        all_but_one = sorted(index for index, count in counts.items() if count == seeds - 1) if seeds > 2 else []
+        lines.append(f"{task} {variant}: {seeds} seeds, {sum(map(len, per_seed.values()))} failed episodes on "
+                     f"{len(counts)} starts; failed by every seed: {every}; by all but one: {all_but_one}")
+    return lines
+
+
 def write_csv(rows: Sequence[dict[str, Any]], path: str) -> None:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w", newline="", encoding="utf-8") as stream:
@@ -624,6 +657,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                 "to a folder (e.g. in the repository), to resume it on another machine")
     stash.add_argument("--root", required=True)
     stash.add_argument("--to", required=True, help="destination folder (same layout as --root)")
+    hard = commands.add_parser("failures", help="final-evaluation starts that failed for every seed (after evaluate)")
+    hard.add_argument("--root", required=True)
     gather = commands.add_parser("collect", help="write one CSV of every evaluation under --root")
     gather.add_argument("--root", required=True)
     gather.add_argument("--csv", required=True)
@@ -667,6 +702,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "snapshot":
         for line in snapshot_cells(os.path.expanduser(args.root), args.to):
             print(line, flush=True)
+        return 0
+    if args.command == "failures":
+        print("\n".join(shared_failures(os.path.expanduser(args.root))))
         return 0
     if args.command == "collect":
         rows = collect(os.path.expanduser(args.root))

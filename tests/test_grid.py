@@ -238,6 +238,18 @@ Eval num_timesteps=20000, episode_reward=81.20 +/- 3.1
     assert missing_steps.size == 0 and missing["std"].size == 0
 
 
+def test_failures_lists_the_starts_every_seed_failed(tmp_path):
+    for seed, failed in enumerate([{"3": "sea_contact", "7": "time_limit"}, {"3": "engine_contact"},
+                                   {"3": "sea_contact", "7": "sea_contact", "9": "hard_touchdown"}]):
+        folder = tmp_path / "T" / "v" / f"seed_{seed}"
+        folder.mkdir(parents=True)
+        (folder / "done.json").write_text(json.dumps({"task": "ns/T-v0"}))
+        (folder / grid.FINAL_EVAL_FILE).write_text(json.dumps({"episodes": 10, "failed_episodes": failed}))
+    (line,) = grid.shared_failures(str(tmp_path))
+    assert line == ("ns/T-v0 v: 3 seeds, 6 failed episodes on 3 starts; failed by every seed: [3]; "
+                    "by all but one: [7]")
+
+
 def test_curve_table_shows_each_run_at_the_given_steps(tmp_path):
     fake_run(tmp_path, "T", "a", 0, [(1000, 10.0), (2000, 20.0), (3000, 30.0)], [[(1.0, 10)]])
     fake_run(tmp_path, "T", "a", 1, [(1000, 5.0)], [[(1.0, 10)]])
