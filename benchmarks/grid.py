@@ -568,9 +568,16 @@ def report(rows: Sequence[dict[str, Any]], *, at: int | None, threshold: dict[st
     return "\n".join(lines)
 
 
-def curve_table(rows: Sequence[dict[str, Any]], steps: Sequence[int]) -> str:
-    """A Markdown table per task: each run's periodic evaluation at the given steps (the last one at or before
-    each; blank where the run has not got there), and its last evaluation."""
+#: ``report --curve-value`` choices: the CSV column a curve table shows, and its format.
+CURVE_VALUES = {"eval_mean": "{:.0f}", "eval_length": "{:.0f}", "train_std": "{:.3g}", "train_learning_rate": "{:.2g}",
+                "train_approx_kl": "{:.3g}", "train_kl_coef": "{:.3g}"}
+
+
+def curve_table(rows: Sequence[dict[str, Any]], steps: Sequence[int], value: str = "eval_mean") -> str:
+    """A Markdown table per task: each run's ``value`` (a :data:`CURVE_VALUES` column; default the evaluation's
+    mean return) at its periodic evaluation at the given steps (the last one at or before each; blank where the run
+    has not got there), and at its last evaluation."""
+    form = CURVE_VALUES[value]
     periodic = _groups(rows, "periodic")
     lines = []
     for task in sorted({task for task, _ in periodic}):
@@ -583,10 +590,10 @@ def curve_table(rows: Sequence[dict[str, Any]], steps: Sequence[int]) -> str:
                 cells = []
                 for step in steps:
                     reached = [row for row in seed_rows if row["timesteps"] <= step]
-                    cells.append(f"{reached[-1]['eval_mean']:.0f}" if reached and seed_rows[-1]["timesteps"] >= step else "")
+                    cells.append(form.format(reached[-1][value]) if reached and seed_rows[-1]["timesteps"] >= step else "")
                 last = seed_rows[-1]
                 lines.append(f"| {variant} | {seed} | " + " | ".join(cells) +
-                             f" | {last['eval_mean']:.0f} at {last['timesteps'] / 1e6:.3g}M |")
+                             f" | {form.format(last[value])} at {last['timesteps'] / 1e6:.3g}M |")
         lines.append("")
     return "\n".join(lines)
 
@@ -676,6 +683,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary.add_argument("--include-unfinished", action="store_true", help="also report runs still going")
     summary.add_argument("--curve-steps", type=float, nargs="+", default=None,
                          help="also print each run's evaluation at these steps")
+    summary.add_argument("--curve-value", choices=sorted(CURVE_VALUES), default="eval_mean",
+                         help="what --curve-steps shows: the evaluation's mean return (default) or episode length, or "
+                         "a training value logged before it")
     args = parser.parse_args(argv)
 
     if args.command == "run":
@@ -715,7 +725,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(report(rows, at=None if args.at is None else int(args.at), threshold=_thresholds(args.threshold),
                  reps=args.reps))
     if args.curve_steps:
-        print(curve_table(rows, [int(step) for step in args.curve_steps]))
+        print(curve_table(rows, [int(step) for step in args.curve_steps], args.curve_value))
     if args.plot:
         plot(rows, args.plot, reps=min(args.reps, 2000))
         print(f"learning curves -> {args.plot}")

@@ -256,3 +256,5 @@ def test_curve_table_shows_each_run_at_the_given_steps(tmp_path):
     text = grid.curve_table(grid.collect(str(tmp_path)), [1500, 3000])
     assert "| a | 0 | 10 | 30 | 30 at 0.003M |" in text
     assert "| a | 1 |  |  | 5 at 0.001M |" in text  # not yet at 1500 steps: blank, not its 1000-step score
+    lengths = grid.curve_table(grid.collect(str(tmp_path)), [1500, 3000], value="eval_length")
+    assert "| a | 0 | 1 | 1 | 1 at 0.003M |" in lengths  # fake_run's episodes last 1 step
