@@ -37,6 +37,11 @@ def resume(run: str, *extra: str) -> None:
     main(["train", "--resume", run, "--no-progress", *extra])
 
 
+def read_text(path: str) -> str:
+    with open(path, encoding="utf-8") as stream:
+        return stream.read()
+
+
 def evaluation_steps(run: str) -> list[int]:
     with np.load(os.path.join(run, "evaluations.npz")) as saved:
         return [int(step) for step in saved["timesteps"]]
@@ -54,7 +59,7 @@ def test_a_stopped_run_resumes_from_its_checkpoint_with_every_counter_and_statis
     run = first_run(tmp_path, 2048)
     simulate_a_stop_after(run, 1024)
     checkpoint = PPO.load(os.path.join(run, "rl_model_1024_steps.zip"))
-    config_before = open(os.path.join(run, ENV, "config.yml")).read()
+    config_before = read_text(os.path.join(run, ENV, "config.yml"))
 
     resume(run, "-n", "1024")  # nothing left to train: the final model is the state the run resumed with
 
@@ -68,8 +73,8 @@ def test_a_stopped_run_resumes_from_its_checkpoint_with_every_counter_and_statis
     final = read_vecnormalize_statistics(os.path.join(run, ENV, "vecnormalize.npz"))
     assert final.obs_rms.count == saved.obs_rms.count > 1000
     np.testing.assert_array_equal(final.obs_rms.mean, saved.obs_rms.mean)
-    assert open(os.path.join(run, ENV, "config.yml")).read() == config_before
-    assert len(open(os.path.join(run, ENV, "command.txt")).read().splitlines()) == 2
+    assert read_text(os.path.join(run, ENV, "config.yml")) == config_before
+    assert len(read_text(os.path.join(run, ENV, "command.txt")).splitlines()) == 2
     assert os.listdir(os.path.join(str(tmp_path), "ppo_ext")) == [f"{ENV}_1"]  # no new run folder
 
 
@@ -133,25 +138,22 @@ def test_resume_uses_the_settings_the_run_was_trained_with(tmp_path):
     assert final.n_envs == 2 and final.n_steps == 256 and final.num_timesteps == 1536
 
 
-def test_continued_monitor_resumes_the_clock_of_an_existing_file(tmp_path):
-    import gymnasium as gym
-
-    filename = str(tmp_path / "0")
-    shutil.copy(os.devnull, filename + ".monitor.csv")  # an empty file is started afresh
-    env = ContinuedMonitor(gym.make("CartPole-v1"), filename)
-    env.reset(seed=0)
+def play_one_episode(env, seed: int) -> None:
+    env.reset(seed=seed)
     done = False
     while not done:
         _, _, terminated, truncated, _ = env.step(0)
         done = terminated or truncated
     env.close()
+
+
+def test_continued_monitor_resumes_the_clock_of_an_existing_file(tmp_path):
+    import gymnasium as gym
+
+    filename = str(tmp_path / "0")
+    shutil.copy(os.devnull, filename + ".monitor.csv")  # an empty file is started afresh
+    play_one_episode(ContinuedMonitor(gym.make("CartPole-v1"), filename), seed=0)
     first = last_elapsed_time(filename + ".monitor.csv")
-    continued = ContinuedMonitor(gym.make("CartPole-v1"), filename)
-    continued.reset(seed=1)
-    done = False
-    while not done:
-        _, _, terminated, truncated, _ = continued.step(0)
-        done = terminated or truncated
-    continued.close()
+    play_one_episode(ContinuedMonitor(gym.make("CartPole-v1"), filename), seed=1)
     results = load_results(str(tmp_path))
     assert len(results) == 2 and results["t"].iloc[1] >= first
