@@ -106,6 +106,17 @@ def test_a_finished_run_trains_on_to_a_larger_budget(tmp_path):
     assert evaluation_steps(run) == [512, 1024, 1536, 2048]
 
 
+def test_a_run_trained_without_checkpoints_gets_them_when_resumed_with_save_freq(tmp_path):
+    main(["train", "--env", ENV, "-n", "512", "-f", str(tmp_path), "--seed", "3", "--eval-freq", "-1", "--no-progress",
+          "--verbose", "0", "--num-threads", "1", *SETTINGS])
+    run = os.path.join(str(tmp_path), "ppo_ext", f"{ENV}_1")
+    assert not glob.glob(os.path.join(run, "rl_model_*"))
+    resume(run, "-n", "2048", "--save-freq", "512")  # checkpoints at rollout starts, the final model at the end
+    assert sorted(os.path.basename(path) for path in glob.glob(os.path.join(run, "rl_model_*_steps.zip"))) == [
+        "rl_model_1024_steps.zip", "rl_model_1536_steps.zip"]
+    assert PPO.load(os.path.join(run, f"{ENV}.zip")).num_timesteps == 2048
+
+
 def test_options_that_change_the_training_are_refused_with_resume(tmp_path, user_error):
     run = first_run(tmp_path, 512)
     line = user_error(["train", "--resume", run, "--hyperparams", "n_epochs:3"])

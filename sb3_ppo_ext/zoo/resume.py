@@ -44,7 +44,7 @@ from sb3_ppo_ext.zoo.hyperparams import load_run_yaml
 #: it trains. Every other setting comes from the run's ``args.yml`` / ``config.yml``.
 RESUME_OPTIONS: frozenset[str] = frozenset({
     "resume", "n_timesteps", "num_threads", "progress", "verbose", "device", "vec_env", "vec_env_kwargs",
-    "ray_address", "trust_pickles", "log_interval", "gym_packages", "debug",
+    "ray_address", "trust_pickles", "log_interval", "gym_packages", "debug", "save_freq",
 })
 #: Saved options that are not taken over: ``--gym-packages`` imports modules, so it is only taken from the command
 #: line; ``-i`` and the search options do not apply to a resumed run.
