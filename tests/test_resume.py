@@ -106,14 +106,23 @@ def test_a_finished_run_trains_on_to_a_larger_budget(tmp_path):
     assert evaluation_steps(run) == [512, 1024, 1536, 2048]
 
 
-def test_a_run_trained_without_checkpoints_gets_them_when_resumed_with_save_freq(tmp_path):
+def checkpoint_names(run: str) -> list[str]:
+    return sorted(os.path.basename(path) for path in glob.glob(os.path.join(run, "rl_model_*_steps.zip")))
+
+
+def test_a_resume_with_a_new_budget_and_checkpoints_keeps_them_for_the_next_resume(tmp_path):
     main(["train", "--env", ENV, "-n", "512", "-f", str(tmp_path), "--seed", "3", "--eval-freq", "-1", "--no-progress",
           "--verbose", "0", "--num-threads", "1", *SETTINGS])
     run = os.path.join(str(tmp_path), "ppo_ext", f"{ENV}_1")
-    assert not glob.glob(os.path.join(run, "rl_model_*"))
+    assert not checkpoint_names(run)
     resume(run, "-n", "2048", "--save-freq", "512")  # checkpoints at rollout starts, the final model at the end
-    assert sorted(os.path.basename(path) for path in glob.glob(os.path.join(run, "rl_model_*_steps.zip"))) == [
-        "rl_model_1024_steps.zip", "rl_model_1536_steps.zip"]
+    assert checkpoint_names(run) == ["rl_model_1024_steps.zip", "rl_model_1536_steps.zip"]
+    assert PPO.load(os.path.join(run, f"{ENV}.zip")).num_timesteps == 2048
+    saved = yaml.safe_load(read_text(os.path.join(run, ENV, "args.yml")))
+    assert saved["n_timesteps"] == 2048 and saved["save_freq"] == 512 and saved["seed"] == 3
+    simulate_a_stop_after(run, 1024)
+    resume(run)  # no options: the budget and the checkpoints of the last resume
+    assert checkpoint_names(run) == ["rl_model_1024_steps.zip", "rl_model_1536_steps.zip"]
     assert PPO.load(os.path.join(run, f"{ENV}.zip")).num_timesteps == 2048
 
 

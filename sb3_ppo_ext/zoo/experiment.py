@@ -44,6 +44,7 @@ from sb3_ppo_ext.zoo.resume import (
     ResumePoint,
     continued_monitors,
     find_resume_point,
+    record_run_plan,
     restore_evaluation_history,
     run_settings,
 )
@@ -434,9 +435,11 @@ class SafeExperimentManager(ExperimentManager):
 
     def _save_config(self, saved_hyperparams: dict[str, Any]) -> None:
         """Write ``config.yml``, ``args.yml`` and ``command.txt`` like rl-zoo3, as plain YAML (no Python tags); a
-        resumed run keeps its files and adds its command line to ``command.txt``."""
+        resumed run keeps its files, but for its new budget and checkpoint frequency
+        (:func:`~sb3_ppo_ext.zoo.resume.record_run_plan`), and adds its command line to ``command.txt``."""
         command = " ".join(getattr(sys, "orig_argv", ["python3", *sys.argv]))
         if self.resume_point is not None:
+            record_run_plan(self.params_path, self.args)
             with open(os.path.join(self.params_path, "command.txt"), "a", encoding="utf-8") as file:
                 file.write(f"\n{command}")
             print(f"Log path: {self.save_path}")

@@ -7,7 +7,8 @@ steps) needs the opposite: the same folder, the same settings, and every counter
 
 - the settings are the run's own: the command-line options from its ``args.yml``, the hyperparameters from its
   ``config.yml`` (what the run used, even if the config file has changed since); only the options of
-  :data:`RESUME_OPTIONS` (how to run, not what to train) may be given again, ``-n`` sets a new total budget;
+  :data:`RESUME_OPTIONS` (how to run, not what to train) may be given again, ``-n`` sets a new total budget (kept in
+  ``args.yml`` with ``--save-freq`` for the next resume, :data:`RUN_PLAN_OPTIONS`);
 - the model is the newest intact checkpoint of ``--save-freq`` (or the final model, if the run finished and has
   more steps), loaded without unpickling unless ``--trust-pickles``: step count, optimiser state, the adaptive-KL
   state (beta, the KL-adaptive learning rate), and the ``VecNormalize`` statistics saved with it;
@@ -32,10 +33,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import yaml
 from stable_baselines3.common import env_util
 from stable_baselines3.common.callbacks import EvalCallback
 from stable_baselines3.common.monitor import Monitor
 
+from sb3_ppo_ext.callbacks._files import atomic_write
 from sb3_ppo_ext.callbacks.checkpoint import find_latest_checkpoint, list_checkpoints
 from sb3_ppo_ext.safe_loading import read_zip_data
 from sb3_ppo_ext.zoo.hyperparams import load_run_yaml
@@ -46,6 +49,10 @@ RESUME_OPTIONS: frozenset[str] = frozenset({
     "resume", "n_timesteps", "num_threads", "progress", "verbose", "device", "vec_env", "vec_env_kwargs",
     "ray_address", "trust_pickles", "log_interval", "gym_packages", "debug", "save_freq",
 })
+#: The options of :data:`RESUME_OPTIONS` that are the run's plan, not this session's way of running: a resume that
+#: gives them writes them into the run's ``args.yml``, so that the next plain ``--resume`` keeps the new total budget
+#: and checkpoints (the others, e.g. ``--num-threads`` or ``--trust-pickles``, hold for the session that gives them).
+RUN_PLAN_OPTIONS: tuple[str, ...] = ("n_timesteps", "save_freq")
 #: Saved options that are not taken over: ``--gym-packages`` imports modules, so it is only taken from the command
 #: line; ``-i`` and the search options do not apply to a resumed run.
 NOT_TAKEN_FROM_RUN: dict[str, Any] = {
@@ -113,6 +120,19 @@ def take_run_settings(parsed: argparse.Namespace, saved_arguments: dict[str, Any
     for key, value in NOT_TAKEN_FROM_RUN.items():
         if key not in given:
             setattr(parsed, key, value)
+
+
+def record_run_plan(params_path: str, arguments: argparse.Namespace) -> None:
+    """Write the resumed session's :data:`RUN_PLAN_OPTIONS` into the run's ``args.yml`` (atomically; the other
+    saved options are kept as they are)."""
+    path = os.path.join(params_path, "args.yml")
+    saved = load_run_yaml(path)
+    if not isinstance(saved, dict):
+        raise ResumeError(f"--resume: {path} is not a mapping of settings")
+    updated = {**saved, **{key: getattr(arguments, key) for key in RUN_PLAN_OPTIONS if hasattr(arguments, key)}}
+    if updated != saved:
+        with atomic_write(path, "w") as stream:
+            yaml.safe_dump(updated, stream)
 
 
 @dataclass(frozen=True)
