@@ -12,8 +12,10 @@ The steps, each a subcommand:
 evaluation) into ``<root>/<task>/<variant>/seed_<S>/``. It is resumable: a cell that finished has a ``done.json``
 and is skipped; a cell that was interrupted continues from its newest checkpoint with ``sb3-ppo-ext train --resume``
 (step count, schedules, statistics, adaptive-KL state and evaluations carry on) when it saved one (``save_freq`` in
-the grid file), else it is started again after moving its partial folder aside. ``--jobs`` cells run at once, one
-process each. The wall-clock of a cell is the sum of its sessions' (``sessions.jsonl``).
+the grid file), else it is started again after moving its partial folder aside. A cell copied in from another
+root with its ``done.json`` removed (e.g. a screening run to be trained on to a larger ``n_timesteps``) continues
+from its final model the same way. ``--jobs`` cells run at once, one process each. The wall-clock of a cell is the
+sum of its sessions' (``sessions.jsonl``).
 
 ``snapshot`` copies the newest checkpoint and settings of every unfinished cell into a folder, to carry a run of
 several sessions to another machine (copy it back under the root and ``run`` resumes it).
@@ -120,6 +122,8 @@ class Cell:
         argv = ["train", "--resume", run_folder, "--num-threads", "1", "--no-progress"]
         if self.n_timesteps is not None:
             argv += ["-n", str(self.n_timesteps)]
+        if self.save_freq is not None:
+            argv += ["--save-freq", str(self.save_freq)]
         return argv
 
 
@@ -217,10 +221,13 @@ def run_cell(cell: Cell, root: str) -> str:
 
 
 def _resumable_run(cell_folder: str) -> str | None:
-    """The rl-zoo3 run folder of an interrupted cell when it saved a checkpoint to continue from, else ``None``."""
+    """The rl-zoo3 run folder of an unfinished cell when it saved a checkpoint or a final model to continue from (a
+    cell stopped mid-run, or a finished run copied in to be trained on to a larger budget), else ``None``."""
     for args_path in sorted(glob.glob(os.path.join(glob.escape(cell_folder), "*", "*", "*", "args.yml"))):
-        run_folder = os.path.dirname(os.path.dirname(args_path))
-        if glob.glob(os.path.join(glob.escape(run_folder), "rl_model_*_steps.zip")):
+        params_folder = os.path.dirname(args_path)
+        run_folder = os.path.dirname(params_folder)
+        final_model = os.path.join(run_folder, os.path.basename(params_folder) + ".zip")
+        if glob.glob(os.path.join(glob.escape(run_folder), "rl_model_*_steps.zip")) or os.path.isfile(final_model):
             return run_folder
     return None
 

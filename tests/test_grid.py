@@ -161,7 +161,7 @@ tasks:
   CartPole-v1: {seeds: [0], n_timesteps: 2048, eval_freq: 512, eval_episodes: 2, save_freq: 512}
 """)
     (cell,) = grid.load_grid(path)
-    assert "--save-freq" in cell.train_argv("f")
+    assert "--save-freq" in cell.train_argv("f") and cell.resume_argv("r")[-2:] == ["--save-freq", "512"]
     root = str(tmp_path / "runs")
     assert grid.run_grid([cell], root, jobs=1)
     folder = Path(cell.folder(root))
@@ -177,6 +177,21 @@ tasks:
     assert len(sessions) == 2 and "--resume" in json.loads(sessions[1])["command"]
     assert json.loads((folder / "done.json").read_text())["wall_s"] == pytest.approx(
         sum(json.loads(line)["wall_s"] for line in sessions))
+
+
+def test_a_finished_cell_copied_to_a_grid_with_a_larger_budget_trains_on_from_its_final_model(tmp_path):
+    short, long = (grid.load_grid(write_grid(tmp_path, f"""
+tasks:
+  CartPole-v1: {{seeds: [0], n_timesteps: {steps}, eval_freq: 512, eval_episodes: 2{checkpoints}}}
+"""))[0] for steps, checkpoints in ((1024, ""), (2048, ", save_freq: 512")))
+    assert grid.run_grid([short], str(tmp_path / "screen"), jobs=1)  # no checkpoints: only the final model
+    shutil.copytree(short.folder(str(tmp_path / "screen")), long.folder(str(tmp_path / "long")))
+    folder = Path(long.folder(str(tmp_path / "long")))
+    (folder / "done.json").unlink()
+    assert grid.run_cell(long, str(tmp_path / "long")).endswith("s in several sessions)")
+    rows = grid.collect(str(tmp_path / "long"))
+    assert [r["timesteps"] for r in rows] == [512, 1024, 1536, 2048]
+    assert os.path.isfile(folder / "ppo_ext" / "CartPole-v1_1" / "rl_model_1536_steps.zip")
 
 
 def test_a_snapshot_of_an_unfinished_cell_resumes_on_a_fresh_root(tmp_path):
