@@ -437,7 +437,8 @@ def find_zoo_run(folder: str) -> str:
 def save_pretrained_from_run(
     folder: str, destination: str, *, model: str = "final", provenance: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Pack the final (or ``"best"``) model of an rl-zoo3 run as an agent folder (see :func:`save_pretrained`).
+    """Pack the final (or ``"best"``) model of an rl-zoo3 run as an agent folder (see :func:`save_pretrained`), with
+    the statistics saved with that model.
 
     **This unpickles the run's model zip and ``vecnormalize.pkl``: use it only on runs you made.** Needs the ``zoo``
     extra (the run's algorithm is looked up in rl-zoo3's registry).
@@ -454,6 +455,7 @@ def save_pretrained_from_run(
 
     from sb3_ppo_ext.zoo import register_algorithm
     from sb3_ppo_ext.zoo.hyperparams import load_run_yaml
+    from sb3_ppo_ext.zoo.loading import played_model_statistics
 
     if model not in ("final", "best"):
         raise ValueError(f"model must be 'final' or 'best', got {model!r}")
@@ -465,8 +467,9 @@ def save_pretrained_from_run(
     trained = ALGOS[run_args["algo"]].load(
         os.path.join(run, "best_model.zip" if model == "best" else f"{os.path.basename(params)}.zip"), device="cpu")
     statistics = None
-    if os.path.isfile(os.path.join(params, "vecnormalize.pkl")):
-        with open(os.path.join(params, "vecnormalize.pkl"), "rb") as stream:
+    statistics_file = played_model_statistics(run, os.path.basename(params), load_best=model == "best")
+    if os.path.isfile(statistics_file):
+        with open(statistics_file, "rb") as stream:
             statistics = pickle.load(stream)
     facts: dict[str, Any] = {"algo": run_args["algo"], "seed": run_args["seed"], "timesteps": int(trained.num_timesteps),
                              "model": model, "training_vec_env": run_args.get("vec_env"),

@@ -303,8 +303,9 @@ def test_statistics_round_trip_and_refusals(tmp_path):
 def test_every_statistics_pickle_of_a_run_has_its_plain_twin(trained_run):
     run = trained_run / "ppo_ext" / f"{ENV}_1"
     pickles = sorted(glob.glob(str(run / "**" / "*.pkl"), recursive=True))
-    # The final statistics (also saved at each new best evaluation) and the checkpoint's.
-    assert [os.path.relpath(path, run) for path in pickles] == [f"{ENV}/vecnormalize.pkl", "rl_model_vecnormalize_256_steps.pkl"]
+    # The final statistics (also saved at each new best evaluation), the best model's and the checkpoint's.
+    assert [os.path.relpath(path, run) for path in pickles] == [
+        f"{ENV}/vecnormalize.pkl", "best_model_vecnormalize.pkl", "rl_model_vecnormalize_256_steps.pkl"]
     for path in pickles:
         with open(path, "rb") as handle:
             saved = pickle.load(handle)  # our own run: trusted
@@ -322,6 +323,64 @@ def test_the_evaluation_saves_a_plain_twin_with_each_statistics_pickle(tmp_path)
     callback.on_step()  # what the evaluation calls on each new best model
     assert sorted(os.listdir(tmp_path)) == ["vecnormalize.npz", "vecnormalize.pkl"]
     assert read_vecnormalize_statistics(str(tmp_path / "vecnormalize.npz")).clip_obs == model.get_vec_normalize_env().clip_obs
+
+
+def test_a_new_best_model_keeps_its_statistics_beside_it_while_training_moves_on(tmp_path):
+    from types import SimpleNamespace
+
+    from sb3_ppo_ext.zoo.experiment import SaveVecNormalizeStatisticsCallback
+
+    model = small_ppo()
+    callback = SaveVecNormalizeStatisticsCallback(save_freq=1, save_path=str(tmp_path / ENV))
+    callback.parent = SimpleNamespace(best_model_save_path=str(tmp_path))  # the evaluation that saved best_model.zip
+    callback.init_callback(model)
+    model.learn(128)
+    callback.on_step()
+    at_best = model.get_vec_normalize_env().obs_rms.count
+    model.learn(128)
+    callback.save_freq = 10  # no new best: nothing saved
+    callback.on_step()
+    best = read_vecnormalize_statistics(str(tmp_path / "best_model_vecnormalize.pkl"))  # through the plain twin
+    assert best.obs_rms.count == at_best < model.get_vec_normalize_env().obs_rms.count
+
+
+def test_the_statistics_saved_with_the_played_model_are_chosen(tmp_path):
+    from sb3_ppo_ext.zoo.loading import played_model_statistics
+
+    run = tmp_path / "run"
+    (run / "Env-v0").mkdir(parents=True)
+    final = str(run / "Env-v0" / "vecnormalize.pkl")
+    for name in ("rl_model_100_steps.zip", "rl_model_200_steps.zip", "rl_model_vecnormalize_100_steps.npz"):
+        (run / name).write_bytes(b"")
+    assert played_model_statistics(str(run), "Env-v0") == final
+    assert played_model_statistics(str(run), "Env-v0", load_best=True) == final  # none of its own: the final ones
+    (run / "best_model_vecnormalize.npz").write_bytes(b"")
+    assert played_model_statistics(str(run), "Env-v0", load_best=True) == str(run / "best_model_vecnormalize.pkl")
+    assert played_model_statistics(str(run), "Env-v0", load_checkpoint=100) == str(
+        run / "rl_model_vecnormalize_100_steps.pkl")
+    assert played_model_statistics(str(run), "Env-v0", load_last_checkpoint=True) == final  # 200 has none
+    (run / "rl_model_vecnormalize_200_steps.pkl").write_bytes(b"")
+    assert played_model_statistics(str(run), "Env-v0", load_last_checkpoint=True) == str(
+        run / "rl_model_vecnormalize_200_steps.pkl")
+
+
+def test_the_best_model_and_a_checkpoint_are_played_and_exported_with_their_own_statistics(
+        trained_run, tmp_path, capsys, monkeypatch, no_unpickling):
+    import sb3_ppo_ext.callbacks
+
+    folder = str(trained_run)
+    run = trained_run / "ppo_ext" / f"{ENV}_1"
+    main(["enjoy", "--env", ENV, "-f", folder, "-n", "10", "--no-render", "--load-best"])
+    assert f"Loading the statistics saved with the model: {run / 'best_model_vecnormalize.pkl'}" in capsys.readouterr().out
+    main(["enjoy", "--env", ENV, "-f", folder, "-n", "10", "--no-render", "--load-checkpoint", "256"])
+    assert "rl_model_vecnormalize_256_steps.pkl" in capsys.readouterr().out
+    exported = {}
+    monkeypatch.setattr(sb3_ppo_ext.callbacks, "export_onnx",
+                        lambda model, output, statistics=None, **kwargs: exported.update(statistics=statistics))
+    main(["export", "--env", ENV, "-f", folder, "--load-checkpoint", "256", "-o", str(tmp_path / "policy.onnx")])
+    checkpoint = read_vecnormalize_statistics(str(run / "rl_model_vecnormalize_256_steps.npz"))
+    final = read_vecnormalize_statistics(str(run / ENV / "vecnormalize.npz"))
+    assert exported["statistics"].obs_rms.count == checkpoint.obs_rms.count != final.obs_rms.count
 
 
 def test_a_run_is_played_exported_recorded_and_continued_without_unpickling(trained_run, tmp_path, capsys, no_unpickling):

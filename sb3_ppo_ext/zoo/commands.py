@@ -526,6 +526,7 @@ def export(argv: Sequence[str]) -> None:
     from sb3_ppo_ext.callbacks import export_onnx
     from sb3_ppo_ext.safe_loading import load_without_pickles, read_vecnormalize_statistics
     from sb3_ppo_ext.zoo.experiment import statistics_saved
+    from sb3_ppo_ext.zoo.loading import played_model_statistics
 
     parser = add_debug_option(argparse.ArgumentParser(prog="sb3-ppo-ext export", description=export.__doc__))
     parser.add_argument("--env", required=True, help="environment id of the run")
@@ -547,7 +548,9 @@ def export(argv: Sequence[str]) -> None:
     _, model_path, log_path = get_model_path(
         args.exp_id, args.folder, algo, env_name, args.load_best, args.load_checkpoint, args.load_last_checkpoint
     )
-    vecnormalize_path = os.path.join(log_path, env_name, "vecnormalize.pkl")
+    vecnormalize_path = played_model_statistics(log_path, str(env_name), load_best=args.load_best,
+                                                load_checkpoint=args.load_checkpoint,
+                                                load_last_checkpoint=args.load_last_checkpoint)
     statistics: Any = None
     if args.trust_pickles:
         model = ALGOS[algo].load(model_path, device="cpu")

@@ -40,6 +40,7 @@ from sb3_ppo_ext.zoo.hyperparams import (
     preprocess_block,
     valid_keys,
 )
+from sb3_ppo_ext.zoo.loading import BEST_MODEL_STATISTICS
 from sb3_ppo_ext.zoo.resume import (
     ResumePoint,
     continued_monitors,
@@ -149,7 +150,11 @@ class _ReadDocument:
 class SaveVecNormalizeStatisticsCallback(SaveVecNormalizeCallback):
     """rl-zoo3's ``SaveVecNormalizeCallback`` (its evaluation saves ``vecnormalize.pkl`` with each new best model)
     that also writes the plain-data twin of each pickle beside it (``vecnormalize.npz``, see
-    :func:`~sb3_ppo_ext.safe_loading.save_vecnormalize_statistics`), so that the two always hold the same statistics."""
+    :func:`~sb3_ppo_ext.safe_loading.save_vecnormalize_statistics`), so that the two always hold the same statistics.
+
+    Called by an evaluation that saves ``best_model.zip``, it also writes the statistics beside that model
+    (:data:`~sb3_ppo_ext.zoo.loading.BEST_MODEL_STATISTICS`, pickle and twin): ``vecnormalize.pkl`` is overwritten
+    with the final statistics when training ends, and ``--load-best`` plays the best model with its own."""
 
     def _on_step(self) -> bool:
         result = super()._on_step()
@@ -157,6 +162,11 @@ class SaveVecNormalizeStatisticsCallback(SaveVecNormalizeCallback):
         if self.n_calls % self.save_freq == 0 and vec_normalize is not None:
             name = "vecnormalize.npz" if self.name_prefix is None else f"{self.name_prefix}_{self.num_timesteps}_steps.npz"
             save_vecnormalize_statistics(vec_normalize, os.path.join(self.save_path, name))
+            best_model_folder = getattr(self.parent, "best_model_save_path", None)
+            if best_model_folder is not None:
+                path = os.path.join(best_model_folder, BEST_MODEL_STATISTICS)
+                vec_normalize.save(path)
+                save_vecnormalize_statistics(vec_normalize, statistics_path(path))
         return result
 
 

@@ -6,22 +6,70 @@ stand-ins swapped into their modules for the time of the script: the model throu
 :func:`~sb3_ppo_ext.safe_loading.load_without_pickles` (to act: ``training=False``; the saved spaces matched against
 the env ``create_test_env`` made), the statistics from their plain-data twin. With ``--trust-pickles`` each stand-in
 calls rl-zoo3's own loading instead.
+
+The statistics are those saved with the played model (:func:`played_model_statistics`): rl-zoo3 plays
+``--load-best`` and ``--load-checkpoint`` models with the run's final statistics, which a normalised run has moved
+on from since that model was saved.
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
-from sb3_ppo_ext.safe_loading import TRUST_PICKLES_OPTION, load_vecnormalize_without_pickles, load_without_pickles
+from sb3_ppo_ext.safe_loading import (
+    TRUST_PICKLES_OPTION,
+    load_vecnormalize_without_pickles,
+    load_without_pickles,
+    statistics_path,
+)
 
 TRUST_PICKLES_HELP = (
     "load the run's model zip and vecnormalize.pkl by unpickling them, as rl-zoo3 and SB3 do: a crafted file runs "
     "code, so only for files you trust (default: both are rebuilt from plain data, and what cannot be is refused)"
 )
+
+
+#: The statistics of ``best_model.zip``, beside it in the run folder: the evaluation writes them with each new best
+#: model (pickle and plain twin), because the run's ``<env>/vecnormalize.pkl`` ends up with the final statistics.
+BEST_MODEL_STATISTICS = "best_model_vecnormalize.pkl"
+
+
+def played_model_statistics(
+    run_folder: str,
+    env_folder_name: str,
+    *,
+    load_best: bool = False,
+    load_checkpoint: int | str | None = None,
+    load_last_checkpoint: bool = False,
+) -> str:
+    """The ``VecNormalize`` pickle path (its plain ``.npz`` twin beside it) of the statistics saved with the model
+    that rl-zoo3's ``get_model_path`` plays for these options: ``best_model.zip``'s
+    (:data:`BEST_MODEL_STATISTICS`), a checkpoint's (``rl_model_vecnormalize_<steps>_steps.pkl``), else the run's
+    final ``<env>/vecnormalize.pkl``, which is also what rl-zoo3 loads for every model, and what is returned when the
+    played model has no statistics of its own (runs made by rl-zoo3 itself or before they were saved).
+
+    :param run_folder: the run folder (``<log folder>/<algo>/<env>_<n>``).
+    :param env_folder_name: the run's parameter folder name (the env id with ``/`` written ``-``).
+    """
+    own = None
+    if load_best:
+        own = os.path.join(run_folder, BEST_MODEL_STATISTICS)
+    elif load_checkpoint is not None:
+        own = os.path.join(run_folder, f"rl_model_vecnormalize_{load_checkpoint}_steps.pkl")
+    elif load_last_checkpoint:
+        checkpoints = glob.glob(os.path.join(glob.escape(run_folder), "rl_model_*_steps.zip"))
+        if checkpoints:  # rl-zoo3's choice: the largest step count in the name
+            steps = max(int(path.split("_")[-2]) for path in checkpoints)
+            own = os.path.join(run_folder, f"rl_model_vecnormalize_{steps}_steps.pkl")
+    if own is not None and (os.path.isfile(own) or os.path.isfile(statistics_path(own))):
+        return own
+    return os.path.join(run_folder, env_folder_name, "vecnormalize.pkl")
 
 
 class _AlgorithmLoader:
@@ -45,6 +93,7 @@ class _StatisticsLoader:
         self.loading = loading
 
     def load(self, load_path: str, venv: VecEnv) -> VecNormalize:
+        load_path = self.loading.statistics_of_played_model(load_path)
         if self.loading.trust_pickles:
             return VecNormalize.load(load_path, venv)
         return load_vecnormalize_without_pickles(load_path, venv)
@@ -57,10 +106,23 @@ class PlayedRunLoading:
     def __init__(self) -> None:
         self.trust_pickles = False
         self.env: VecEnv | None = None
+        self.played_model: dict[str, Any] = {}
 
     def complete(self, parsed: argparse.Namespace) -> None:
-        """Read ``--trust-pickles`` from the options rl-zoo3's script parsed."""
+        """Read ``--trust-pickles`` and the choice of the played model from the options rl-zoo3's script parsed."""
         self.trust_pickles = bool(getattr(parsed, "trust_pickles", False))
+        self.played_model = {key: getattr(parsed, key, default) for key, default in
+                             (("load_best", False), ("load_checkpoint", None), ("load_last_checkpoint", False))}
+
+    def statistics_of_played_model(self, run_statistics: str) -> str:
+        """The statistics saved with the played model (:func:`played_model_statistics`) in place of the run's
+        ``<env>/vecnormalize.pkl`` that rl-zoo3 asks for."""
+        params_folder = os.path.dirname(run_statistics)
+        chosen = played_model_statistics(os.path.dirname(params_folder), os.path.basename(params_folder),
+                                         **self.played_model)
+        if os.path.abspath(chosen) != os.path.abspath(run_statistics):
+            print(f"Loading the statistics saved with the model: {chosen}")
+        return chosen
 
     def algorithms(self, registry: Mapping[str, type]) -> dict[str, _AlgorithmLoader]:
         """rl-zoo3's ``ALGOS`` with each algorithm's ``load`` going through this loading."""
@@ -80,4 +142,5 @@ class PlayedRunLoading:
         return create
 
 
-__all__ = ["TRUST_PICKLES_HELP", "TRUST_PICKLES_OPTION", "PlayedRunLoading"]
+__all__ = ["BEST_MODEL_STATISTICS", "TRUST_PICKLES_HELP", "TRUST_PICKLES_OPTION", "PlayedRunLoading",
+           "played_model_statistics"]
