@@ -32,7 +32,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from stable_baselines3.common.vec_env import VecEnv, VecFrameStack, VecNormalize, unwrap_vec_normalize
+from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper, VecFrameStack, VecNormalize, unwrap_vec_normalize
 
 #: Folder of the shipped agents (package data).
 AGENTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "trained_agents")
@@ -352,6 +352,8 @@ def load_pretrained(
 
 
 def _reset_x(env: VecEnv, index: int) -> float | None:
+    while isinstance(env, VecEnvWrapper):  # SB3's wrappers (VecNormalize, VecFrameStack ...) keep empty reset_infos
+        env = env.venv
     infos = getattr(env, "reset_infos", None)
     if infos is None or index >= len(infos) or "x_position" not in infos[index]:
         return None

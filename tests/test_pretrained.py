@@ -145,8 +145,11 @@ def test_a_wrapper_off_the_allow_list_is_refused(pendulum_agent, tmp_path):
         load_pretrained(str(tmp_path))
 
 
-def test_play_reports_distance_and_speed_on_a_walker():
+@pytest.mark.parametrize("normalized", [False, True], ids=["plain", "VecNormalize"])
+def test_play_reports_distance_and_speed_on_a_walker(normalized):
     env = make_vec_env("sb3_ppo_ext/Walker2D-v0", n_envs=1, seed=0)
+    if normalized:  # how every shipped locomotion agent is played: the start x is read through the wrapper
+        env = VecNormalize(env, training=False)
 
     class Still:
         def predict(self, observation, deterministic=True):
