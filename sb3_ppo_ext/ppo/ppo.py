@@ -28,6 +28,7 @@ from sb3_ppo_ext.ppo.kl import AnalyticKL, k3_kl
 from sb3_ppo_ext.ppo.numpy_policy import NumpyActorCritic
 from sb3_ppo_ext.ppo.optim import ClippedStep, NonFiniteGradientError, fused_adam
 from sb3_ppo_ext.ppo.rollout import UpdateRollout, add_to_rollout_buffer, take_rows
+from sb3_ppo_ext.ppo.std_schedule import LogStdSchedule, LogStdSetting
 from sb3_ppo_ext.validation import HyperparameterError, check_choice, check_int, check_number, check_positive
 
 SelfPPO = TypeVar("SelfPPO", bound="PPO")
@@ -147,6 +148,10 @@ class PPO(OnPolicyAlgorithm):
         ``learning_rate`` (SB3's behaviour). The KL-adaptive learning rate then adapts the actor's rate only.
     :param vf_max_grad_norm: Clip the critic's gradients to this norm on their own and the actor's (and a shared
         features extractor's) to ``max_grad_norm``; ``None``: one clip of all gradients to ``max_grad_norm``.
+    :param log_std_schedule: The Gaussian action log-std as a schedule instead of a learned parameter (the PPO paper's
+        humanoid runs anneal it from -0.7 to -1.6): a number, a ``[start, end]`` pair (linear over training) or a
+        function of the progress remaining; ``None``: learned (SB3's behaviour). Needs a Box action space without
+        gSDE (:mod:`~sb3_ppo_ext.ppo.std_schedule`).
     :param fast_collect: Act with a numpy copy of the policy during collection when the policy allows it.
     :param compile_update: Compile the minibatch loss (forward and backward) with ``torch.compile``; if compiling
         fails (no C++ compiler, unsupported platform), warn once and run eagerly.
@@ -203,6 +208,7 @@ class PPO(OnPolicyAlgorithm):
         lr_kl_cadence: str = KLAdaptiveLearningRate.cadence,
         vf_learning_rate: float | Schedule | None = None,
         vf_max_grad_norm: float | None = None,
+        log_std_schedule: LogStdSetting | None = None,
         fast_collect: bool = True,
         compile_update: bool = False,
         stats_window_size: int = 100,
@@ -257,6 +263,8 @@ class PPO(OnPolicyAlgorithm):
         self.lr_kl_cadence = lr_kl_cadence
         self.vf_learning_rate = vf_learning_rate
         self.vf_max_grad_norm = vf_max_grad_norm
+        self.log_std_schedule = log_std_schedule
+        self.std_schedule: LogStdSchedule | None = None
         self.fast_collect = fast_collect
         self.compile_update = compile_update
         self.kl_estimator: str | None = None
@@ -298,6 +306,11 @@ class PPO(OnPolicyAlgorithm):
                 f"got {self.batch_size}"
             )
         check_choice("objective", self.objective, OBJECTIVES)
+        if self.log_std_schedule is not None:
+            try:
+                LogStdSchedule(self.log_std_schedule)
+            except ValueError as error:
+                raise HyperparameterError(str(error)) from None
         self.kl_penalty = KLPenaltyController.from_keywords(self)
         if self.objective == "kl_penalty" and self.kl_coef == 0.0 and self.kl_penalty_target is None:
             raise HyperparameterError(
@@ -334,7 +347,7 @@ class PPO(OnPolicyAlgorithm):
 
     def _excluded_save_params(self) -> list[str]:
         # The controllers are saved as their state (``save``); the compiled loss is rebuilt.
-        return [*super()._excluded_save_params(), "kl_penalty", "adaptive_lr", "update_loss"]
+        return [*super()._excluded_save_params(), "kl_penalty", "adaptive_lr", "update_loss", "std_schedule"]
 
     def save(self, path: Any, exclude: Any = None, include: Any = None) -> None:
         """SB3's, with the adaptive rules' state saved as plain numbers (``adaptive_state``, readable without
@@ -366,6 +379,12 @@ class PPO(OnPolicyAlgorithm):
         if self.separate_critic:
             actor_lr = self.lr_schedule(1.0)
             self.policy.optimizer = actor_critic_groups.build_optimizer(self.policy, actor_lr, self._critic_lr(actor_lr))
+        self.std_schedule = None if self.log_std_schedule is None else LogStdSchedule(self.log_std_schedule)
+        if self.std_schedule is not None:
+            try:
+                self.std_schedule.freeze(self.policy, self._current_progress_remaining)
+            except ValueError as error:
+                raise HyperparameterError(str(error)) from None
 
     @property
     def separate_critic(self) -> bool:
@@ -688,6 +707,8 @@ class PPO(OnPolicyAlgorithm):
         self.logger.record("train/clip_range", clip_range)
         if clip_range_vf is not None:
             self.logger.record("train/clip_range_vf", clip_range_vf)
+        if self.std_schedule is not None:  # the std of the next rollout, and of the update on it
+            self.std_schedule.apply(self.policy, self._current_progress_remaining)
 
     def _clipped_step(self, optimizer: th.optim.Optimizer) -> ClippedStep:
         """Gradient clipping and the optimizer step of this update (each group's own clip for a separate critic)."""
