@@ -589,6 +589,11 @@ def statistics_path(path: str) -> str:
     return path if extension == ".npz" else stem + ".npz"
 
 
+def statistics_saved(path: str) -> bool:
+    """Whether the ``VecNormalize`` pickle ``path`` or its plain-data twin (``.npz``) exists."""
+    return os.path.isfile(path) or os.path.isfile(statistics_path(path))
+
+
 @dataclass
 class VecNormalizeStatistics:
     """What a ``VecNormalize`` saves besides its env: its settings and running statistics, as plain data.

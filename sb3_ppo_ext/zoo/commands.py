@@ -524,8 +524,7 @@ def export(argv: Sequence[str]) -> None:
     from rl_zoo3.utils import ALGOS, get_model_path
 
     from sb3_ppo_ext.callbacks import export_onnx
-    from sb3_ppo_ext.safe_loading import load_without_pickles, read_vecnormalize_statistics
-    from sb3_ppo_ext.zoo.experiment import statistics_saved
+    from sb3_ppo_ext.safe_loading import load_without_pickles, read_vecnormalize_statistics, statistics_saved
     from sb3_ppo_ext.zoo.loading import played_model_statistics
 
     parser = add_debug_option(argparse.ArgumentParser(prog="sb3-ppo-ext export", description=export.__doc__))

@@ -32,6 +32,7 @@ from sb3_ppo_ext.safe_loading import (
     refusal,
     save_vecnormalize_statistics,
     statistics_path,
+    statistics_saved,
 )
 from sb3_ppo_ext.zoo.hyperparams import (
     check_block_keys,
@@ -461,11 +462,6 @@ class SafeExperimentManager(ExperimentManager):
             yaml.safe_dump(to_plain_yaml({key: arguments[key] for key in sorted(arguments)}), file)
         (Path(self.params_path) / "command.txt").write_text(command)
         print(f"Log path: {self.save_path}")
-
-
-def statistics_saved(path: str) -> bool:
-    """Whether the ``VecNormalize`` pickle ``path`` or its plain-data twin (``.npz``) exists."""
-    return os.path.isfile(path) or os.path.isfile(statistics_path(path))
 
 
 def to_plain_yaml(value: Any) -> Any:

@@ -26,7 +26,7 @@ from sb3_ppo_ext.safe_loading import (
     TRUST_PICKLES_OPTION,
     load_vecnormalize_without_pickles,
     load_without_pickles,
-    statistics_path,
+    statistics_saved,
 )
 
 TRUST_PICKLES_HELP = (
@@ -67,7 +67,7 @@ def played_model_statistics(
         if checkpoints:  # rl-zoo3's choice: the largest step count in the name
             steps = max(int(path.split("_")[-2]) for path in checkpoints)
             own = os.path.join(run_folder, f"rl_model_vecnormalize_{steps}_steps.pkl")
-    if own is not None and (os.path.isfile(own) or os.path.isfile(statistics_path(own))):
+    if own is not None and statistics_saved(own):
         return own
     return os.path.join(run_folder, env_folder_name, "vecnormalize.pkl")
 
