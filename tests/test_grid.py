@@ -49,6 +49,21 @@ tasks:
     assert cells[0].folder("/runs") == "/runs/CartPole-v1/ours/seed_0"
 
 
+@pytest.mark.parametrize("grid_file", sorted((ROOT / "benchmarks" / "grids").glob("*.yml")), ids=lambda path: path.name)
+def test_every_grid_file_of_the_repository_names_config_blocks_that_exist(grid_file):
+    """A grid whose variant points at a config without a block for its task fails only when that cell starts, maybe
+    hours into a run: every shipped grid file is checked here."""
+    import yaml
+
+    cells = grid.load_grid(str(grid_file))
+    assert cells
+    for cell in cells:
+        conf = cell.conf or str(ROOT / "zoo_configs" / "ppo_ext.yml")
+        with open(conf, encoding="utf-8") as stream:
+            blocks = yaml.safe_load(stream)
+        assert cell.task in blocks, f"{grid_file.name}: {cell.variant} runs {cell.task}, which {conf} has no block for"
+
+
 @pytest.mark.parametrize("text, message", [
     ("tasks: {}", "non-empty 'tasks'"),
     ("tasks: {CartPole-v1: {seed: [0]}}", r"task 'CartPole-v1': unknown key\(s\) \['seed'\]"),
