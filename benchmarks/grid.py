@@ -15,7 +15,8 @@ and is skipped; a cell that was interrupted continues from its newest checkpoint
 the grid file), else it is started again after moving its partial folder aside. A cell copied in from another
 root with its ``done.json`` removed (e.g. a screening run to be trained on to a larger ``n_timesteps``) continues
 from its final model the same way. ``--jobs`` cells run at once, one process each. The wall-clock of a cell is the
-sum of its sessions' (``sessions.jsonl``).
+sum of its sessions' (``sessions.jsonl``); SIGTERM to ``run`` stops its training processes, records
+their sessions and starts no further cell.
 
 ``snapshot`` copies the newest checkpoint and settings of every unfinished cell into a folder, to carry a run of
 several sessions to another machine (copy it back under the root and ``run`` resumes it).
@@ -61,8 +62,10 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -183,12 +186,29 @@ def _sb3_ppo_ext_command() -> list[str]:
     return [script] if script else [sys.executable, "-m", "sb3_ppo_ext"]
 
 
+#: Set when the grid is told to stop (SIGTERM): no further cell starts.
+_STOPPING = threading.Event()
+#: The training processes running now, so that a stop reaches them.
+_TRAINING: set[subprocess.Popen] = set()
+
+
+def stop_training(signum: int = signal.SIGTERM, frame: Any = None) -> None:
+    """The grid's SIGTERM handler: start no further cell and pass the signal on to the training processes. Each cell
+    then records its session (wall clock, exit code) before the grid exits, so that an interrupted cell's time is
+    counted when it is resumed; without this the grid died before writing it."""
+    _STOPPING.set()
+    for process in list(_TRAINING):
+        process.send_signal(signum)
+
+
 def run_cell(cell: Cell, root: str) -> str:
     """Train one cell unless it is done; returns what happened (one line for the log)."""
     folder = cell.folder(root)
     done_path = os.path.join(folder, "done.json")
     if os.path.isfile(done_path):
         return f"skip  {folder} (done)"
+    if _STOPPING.is_set():
+        return f"stop  {folder} (not started: the grid was stopped)"
     run_folder = _resumable_run(folder)
     if run_folder is not None:
         argv = cell.resume_argv(run_folder)
@@ -203,14 +223,20 @@ def run_cell(cell: Cell, root: str) -> str:
     with open(os.path.join(folder, "train.log"), "a", encoding="utf-8") as log:
         log.write(shlex.join(["sb3-ppo-ext", *argv]) + "\n")
         log.flush()
-        result = subprocess.run([*_sb3_ppo_ext_command(), *argv], stdout=log, stderr=subprocess.STDOUT, env=env,
-                                check=False)
+        process = subprocess.Popen([*_sb3_ppo_ext_command(), *argv], stdout=log, stderr=subprocess.STDOUT, env=env)
+        _TRAINING.add(process)
+        try:
+            returncode = process.wait()
+        finally:
+            _TRAINING.discard(process)
     wall = time.time() - start
     sessions_path = os.path.join(folder, "sessions.jsonl")
     with open(sessions_path, "a", encoding="utf-8") as stream:
-        stream.write(json.dumps({"wall_s": round(wall, 1), "exit": result.returncode, "command": argv}) + "\n")
-    if result.returncode != 0:
-        return f"FAIL  {folder} (exit {result.returncode}, see train.log)"
+        stream.write(json.dumps({"wall_s": round(wall, 1), "exit": returncode, "command": argv}) + "\n")
+    if returncode != 0:
+        if _STOPPING.is_set():
+            return f"stop  {folder} (stopped after {wall:.0f} s; `run` takes it up again)"
+        return f"FAIL  {folder} (exit {returncode}, see train.log)"
     with open(sessions_path, encoding="utf-8") as stream:
         total = sum(json.loads(line)["wall_s"] for line in stream if line.strip())
     with open(done_path, "w", encoding="utf-8") as stream:
@@ -274,13 +300,21 @@ def snapshot_cells(root: str, destination: str) -> list[str]:
 
 
 def run_grid(cells: Sequence[Cell], root: str, jobs: int) -> bool:
-    """Run the cells, ``jobs`` at a time; True when every cell is done."""
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        outcomes = []
-        for line in pool.map(lambda cell: run_cell(cell, root), cells):
-            print(line, flush=True)
-            outcomes.append(line)
-    return not any(line.startswith("FAIL") for line in outcomes)
+    """Run the cells, ``jobs`` at a time; True when every cell is done. SIGTERM stops it cleanly
+    (:func:`stop_training`)."""
+    _STOPPING.clear()
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous_handler = signal.signal(signal.SIGTERM, stop_training) if in_main_thread else None
+    try:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            outcomes = []
+            for line in pool.map(lambda cell: run_cell(cell, root), cells):
+                print(line, flush=True)
+                outcomes.append(line)
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous_handler if previous_handler is not None else signal.SIG_DFL)
+    return not any(line.startswith(("FAIL", "stop")) for line in outcomes)
 
 
 def training_clock(run_folder: str) -> tuple[np.ndarray, np.ndarray]:

@@ -170,6 +170,34 @@ tasks:
     assert "| final, 5 episodes |" in grid.report(rows, at=None, threshold={}, reps=100)
 
 
+def test_a_stopped_grid_records_the_session_of_each_running_cell_and_starts_no_other(tmp_path, monkeypatch):
+    """SIGTERM to the grid (its handler, called here) stops the training processes; each running cell still writes
+    its session's wall clock, which a resumed cell adds up, and no further cell starts."""
+    import threading
+    import time
+
+    path = write_grid(tmp_path, "tasks:\n  CartPole-v1: {seeds: [0, 1], n_timesteps: 1024}\n")
+    first, second = grid.load_grid(path)
+    root = str(tmp_path / "runs")
+    monkeypatch.setattr(grid, "_sb3_ppo_ext_command", lambda: [sys.executable, "-c", "import time; time.sleep(60)"])
+    outcome = []
+    worker = threading.Thread(target=lambda: outcome.append(grid.run_cell(first, root)))
+    worker.start()
+    try:
+        deadline = time.time() + 30
+        while not grid._TRAINING and time.time() < deadline:
+            time.sleep(0.05)
+        grid.stop_training()
+        worker.join(30)
+        assert outcome and outcome[0].startswith("stop"), outcome
+        (session,) = [json.loads(line) for line in Path(first.folder(root), "sessions.jsonl").read_text().splitlines()]
+        assert session["exit"] != 0 and session["wall_s"] >= 0
+        assert not Path(first.folder(root), "done.json").exists()
+        assert grid.run_cell(second, root).startswith("stop") and not Path(second.folder(root)).exists()
+    finally:
+        grid._STOPPING.clear()
+
+
 def test_an_interrupted_cell_with_checkpoints_resumes_instead_of_starting_again(tmp_path):
     path = write_grid(tmp_path, """
 tasks:
