@@ -225,6 +225,8 @@ def run_cell(cell: Cell, root: str) -> str:
         log.flush()
         process = subprocess.Popen([*_sb3_ppo_ext_command(), *argv], stdout=log, stderr=subprocess.STDOUT, env=env)
         _TRAINING.add(process)
+        if _STOPPING.is_set():  # stopped while this cell was starting, before the signal could reach it
+            process.send_signal(signal.SIGTERM)
         try:
             returncode = process.wait()
         finally:

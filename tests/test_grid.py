@@ -6,10 +6,13 @@ import json
 import os
 import shutil
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("grid", ROOT / "benchmarks" / "grid.py")
@@ -53,15 +56,15 @@ tasks:
 def test_every_grid_file_of_the_repository_names_config_blocks_that_exist(grid_file):
     """A grid whose variant points at a config without a block for its task fails only when that cell starts, maybe
     hours into a run: every shipped grid file is checked here."""
-    import yaml
-
     cells = grid.load_grid(str(grid_file))
     assert cells
+    blocks_of = {}
     for cell in cells:
         conf = cell.conf or str(ROOT / "zoo_configs" / "ppo_ext.yml")
-        with open(conf, encoding="utf-8") as stream:
-            blocks = yaml.safe_load(stream)
-        assert cell.task in blocks, f"{grid_file.name}: {cell.variant} runs {cell.task}, which {conf} has no block for"
+        if conf not in blocks_of:
+            with open(conf, encoding="utf-8") as stream:
+                blocks_of[conf] = yaml.safe_load(stream)
+        assert cell.task in blocks_of[conf], f"{grid_file.name}: {cell.variant} runs {cell.task}, which {conf} has no block for"
 
 
 @pytest.mark.parametrize("text, message", [
@@ -173,9 +176,6 @@ tasks:
 def test_a_stopped_grid_records_the_session_of_each_running_cell_and_starts_no_other(tmp_path, monkeypatch):
     """SIGTERM to the grid (its handler, called here) stops the training processes; each running cell still writes
     its session's wall clock, which a resumed cell adds up, and no further cell starts."""
-    import threading
-    import time
-
     path = write_grid(tmp_path, "tasks:\n  CartPole-v1: {seeds: [0, 1], n_timesteps: 1024}\n")
     first, second = grid.load_grid(path)
     root = str(tmp_path / "runs")
