@@ -735,6 +735,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.jobs < 1:
             parser.error(f"--jobs must be >= 1, got {args.jobs}")
         cells = load_grid(args.grid)
+        for flag, wanted, known in (("--only", args.only, {cell.variant for cell in cells}),
+                                    ("--tasks", args.tasks, {cell.task for cell in cells}),
+                                    ("--seeds", args.seeds, {cell.seed for cell in cells})):
+            unknown = [value for value in wanted or [] if value not in known]
+            if unknown:
+                parser.error(f"{flag}: {', '.join(map(str, unknown))} not in {args.grid} "
+                             f"(it has {', '.join(map(str, sorted(known)))})")
         if args.only:
             cells = [cell for cell in cells if cell.variant in args.only]
         if args.tasks:

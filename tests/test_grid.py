@@ -316,3 +316,15 @@ def test_curve_table_shows_each_run_at_the_given_steps(tmp_path):
     assert "| a | 1 |  |  | 5 at 0.001M |" in text  # not yet at 1500 steps: blank, not its 1000-step score
     lengths = grid.curve_table(grid.collect(str(tmp_path)), [1500, 3000], value="eval_length")
     assert "| a | 0 | 1 | 1 | 1 at 0.003M |" in lengths  # fake_run's episodes last 1 step
+
+
+@pytest.mark.parametrize("flag, value, named", [("--seeds", "2", "--seeds: 2 not in"), ("--only", "sb3", "--only: sb3"),
+                                                ("--tasks", "Pendulum-v1", "--tasks: Pendulum-v1")])
+def test_run_filters_that_match_no_cell_of_the_grid_are_named(tmp_path, capsys, flag, value, named):
+    path = write_grid(tmp_path, "variants: {ours: {}}\ntasks:\n  CartPole-v1: {seeds: [0, 1]}\n")
+    with pytest.raises(SystemExit):
+        grid.main(["run", path, "--root", str(tmp_path / "runs"), "--dry-run", flag, value])
+    assert named in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+    grid.main(["run", path, "--root", str(tmp_path / "runs"), "--dry-run", "--seeds", "1"])
+    assert "--seed 1" in capsys.readouterr().out
