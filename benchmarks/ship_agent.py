@@ -7,8 +7,11 @@ observation statistics and the run's config as plain data (see ``sb3_ppo_ext/pre
 
 The argument is a grid cell folder (``benchmarks/grid.py``) or an rl-zoo3 run folder (``logs/ppo_ext/<env>_<n>``).
 The run's own zip and ``vecnormalize.pkl`` are unpickled here: pack only runs you made. The packed files are then
-loaded back and played (``--eval-episodes`` deterministic episodes from env seed 0), and that evaluation is written
-into the agent's provenance.
+loaded back and played (``--eval-episodes`` deterministic episodes from env seed ``--eval-seed``, 0 by default), and
+that evaluation is written into the agent's provenance. ``--model checkpoint:STEPS`` packs one of the run's
+``--save-freq`` checkpoints instead of its final model:
+
+    python benchmarks/ship_agent.py CELL --model checkpoint:11800576 --destination /tmp/agent --eval-seed 20000
 """
 
 from __future__ import annotations
@@ -49,10 +52,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folder", nargs="?", help="grid cell folder or rl-zoo3 run folder")
     parser.add_argument("--table", action="store_true", help="print the table of the shipped agents and exit")
-    parser.add_argument("--model", default="final", choices=["final", "best"], help="the final model or best_model.zip")
+    parser.add_argument("--model", default="final",
+                        help="'final' (the run's final model), 'best' (best_model.zip) or 'checkpoint:STEPS' "
+                             "(rl_model_STEPS_steps.zip, a --save-freq checkpoint)")
     parser.add_argument("--destination", default=None, help="agent folder (default: the package's trained_agents)")
     parser.add_argument("--note", default="", help="how the run was made (kept in the provenance)")
     parser.add_argument("--eval-episodes", type=int, default=10)
+    parser.add_argument("--eval-seed", type=int, default=0,
+                        help="env seed of the shipped files' evaluation (choose a checkpoint on one seed, report "
+                             "another)")
     args = parser.parse_args(argv)
     if args.table:
         print(agents_table())
@@ -81,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             provenance["training_wall_s"] = json.load(stream)["wall_s"]
     destination = args.destination or agent_folder(env_id)
     save_pretrained_from_run(run, destination, model=args.model, provenance=provenance)
-    provenance = add_provenance(destination, {"shipped_eval": evaluate_agent(destination, args.eval_episodes, seed=0)})
+    provenance = add_provenance(destination, {"shipped_eval": evaluate_agent(destination, args.eval_episodes, seed=args.eval_seed)})
     folder, _ = read_agent(destination)
     size = sum(os.path.getsize(os.path.join(folder, name)) for name in os.listdir(folder))
     print(json.dumps(provenance, indent=1))

@@ -25,6 +25,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -439,15 +440,16 @@ def find_zoo_run(folder: str) -> str:
 def save_pretrained_from_run(
     folder: str, destination: str, *, model: str = "final", provenance: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Pack the final (or ``"best"``) model of an rl-zoo3 run as an agent folder (see :func:`save_pretrained`), with
-    the statistics saved with that model.
+    """Pack the final model of an rl-zoo3 run (or its ``"best"`` one, or a checkpoint) as an agent folder (see
+    :func:`save_pretrained`), with the statistics saved with that model.
 
     **This unpickles the run's model zip and ``vecnormalize.pkl``: use it only on runs you made.** Needs the ``zoo``
     extra (the run's algorithm is looked up in rl-zoo3's registry).
 
     :param folder: an rl-zoo3 run folder or a folder above one (see :func:`find_zoo_run`).
     :param destination: the agent folder to write.
-    :param model: ``"final"`` (``<env>.zip``) or ``"best"`` (``best_model.zip``).
+    :param model: ``"final"`` (``<env>.zip``), ``"best"`` (``best_model.zip``) or ``"checkpoint:<steps>"``
+        (``rl_model_<steps>_steps.zip``, the ``--save-freq`` checkpoint with its own statistics).
     :param provenance: extra provenance entries (kept with the run's own: algorithm, seed, steps, last evaluation).
     :returns: the provenance written.
     """
@@ -459,17 +461,26 @@ def save_pretrained_from_run(
     from sb3_ppo_ext.zoo.hyperparams import load_run_yaml
     from sb3_ppo_ext.zoo.loading import played_model_statistics
 
-    if model not in ("final", "best"):
-        raise ValueError(f"model must be 'final' or 'best', got {model!r}")
+    checkpoint = re.fullmatch(r"checkpoint:(\d+)", model)
+    if model not in ("final", "best") and checkpoint is None:
+        raise ValueError(f"model must be 'final', 'best' or 'checkpoint:<steps>', got {model!r}")
     run = find_zoo_run(folder)
     (params,) = [os.path.dirname(path) for path in glob.glob(os.path.join(glob.escape(run), "*", "config.yml"))]
     run_args = dict(load_run_yaml(os.path.join(params, "args.yml")))
     config = dict(load_run_yaml(os.path.join(params, "config.yml")))
+    if checkpoint is not None:
+        model_path = os.path.join(run, f"rl_model_{checkpoint[1]}_steps.zip")
+        if not os.path.isfile(model_path):
+            saved = sorted(int(re.fullmatch(r"rl_model_(\d+)_steps\.zip", name)[1]) for name in os.listdir(run)
+                           if re.fullmatch(r"rl_model_(\d+)_steps\.zip", name))
+            raise ValueError(f"no checkpoint {model_path}; the run has checkpoints at {saved or 'no steps'}")
+    else:
+        model_path = os.path.join(run, "best_model.zip" if model == "best" else f"{os.path.basename(params)}.zip")
     register_algorithm()
-    trained = ALGOS[run_args["algo"]].load(
-        os.path.join(run, "best_model.zip" if model == "best" else f"{os.path.basename(params)}.zip"), device="cpu")
+    trained = ALGOS[run_args["algo"]].load(model_path, device="cpu")
     statistics = None
-    statistics_file = played_model_statistics(run, os.path.basename(params), load_best=model == "best")
+    statistics_file = played_model_statistics(run, os.path.basename(params), load_best=model == "best",
+                                              load_checkpoint=None if checkpoint is None else checkpoint[1])
     if os.path.isfile(statistics_file):
         with open(statistics_file, "rb") as stream:
             statistics = pickle.load(stream)

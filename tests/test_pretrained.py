@@ -189,6 +189,31 @@ def test_cli_missing_agent_is_one_line(capsys):
     assert capsys.readouterr().err.startswith("sb3-ppo-ext enjoy: error: no pretrained agent for 'CartPole-v1'")
 
 
+def test_a_run_packs_its_final_model_or_a_checkpoint_with_that_checkpoints_statistics(tmp_path):
+    """``save_pretrained_from_run`` (what ``benchmarks/ship_agent.py`` calls) on a zoo run with checkpoints."""
+    from sb3_ppo_ext.pretrained import read_agent, save_pretrained_from_run
+    from sb3_ppo_ext.safe_loading import read_vecnormalize_statistics
+
+    cli_main(["train", "--env", "Pendulum-v1", "-n", "1024", "-f", str(tmp_path / "logs"), "--seed", "3",
+              "--save-freq", "512", "--eval-freq", "-1", "--no-progress", "--verbose", "0", "--num-threads", "1",
+              "--hyperparams", "n_envs:2", "n_steps:256", "batch_size:128", "n_epochs:1", "normalize:True"])
+    run = str(tmp_path / "logs" / "ppo_ext" / "Pendulum-v1_1")
+    final = save_pretrained_from_run(run, str(tmp_path / "final"))
+    early = save_pretrained_from_run(run, str(tmp_path / "early"), model="checkpoint:512")
+    assert (final["timesteps"], final["model"]) == (1024, "final")
+    assert (early["timesteps"], early["model"]) == (512, "checkpoint:512")
+    checkpoint_statistics = read_vecnormalize_statistics(os.path.join(run, "rl_model_vecnormalize_512_steps.pkl"))
+    _, agent = read_agent(str(tmp_path / "early"))
+    np.testing.assert_allclose(agent["normalization"]["mean"], checkpoint_statistics.obs_rms.mean)
+    _, final_agent = read_agent(str(tmp_path / "final"))
+    assert not np.allclose(final_agent["normalization"]["mean"], checkpoint_statistics.obs_rms.mean)
+    with pytest.raises(ValueError, match=r"no checkpoint .*rl_model_700_steps.zip; the run has checkpoints at \[512\]"):
+        save_pretrained_from_run(run, str(tmp_path / "missing"), model="checkpoint:700")
+    with pytest.raises(ValueError, match="'final', 'best' or 'checkpoint:<steps>'"):
+        save_pretrained_from_run(run, str(tmp_path / "missing"), model="last")
+    assert not os.path.exists(tmp_path / "missing")
+
+
 # --- the shipped agents ------------------------------------------------------------------------------------------
 
 def _walker_walks(model, env):
