@@ -46,10 +46,14 @@ A grid file (YAML)::
       ppo_ext: {}                                      # our PPO with the bundled zoo_configs/ppo_ext.yml
       sb3_ppo: {algo: ppo, conf: benchmarks/configs/reference_ppo.yml}
       clip_kl: {hyperparams: {objective: clip_kl_penalty}}
+      tuned: {trained_agent: run_state/start/rl_model_1000_steps.zip}  # fine-tune: `train -i` from this model
     tasks:
       Pendulum-v1: {seeds: [0, 1, 2], variants: [ppo_ext, sb3_ppo, clip_kl], n_timesteps: 100000}
 
-Relative ``conf`` paths are relative to the repository root.
+Relative ``conf`` and ``trained_agent`` paths are relative to the repository root. A ``trained_agent`` cell starts
+from that model (rl-zoo3's ``-i``: its weights and, for a checkpoint ``rl_model_<steps>_steps.zip``, the
+``VecNormalize`` statistics saved beside it; the step count, schedules and optimiser start anew), then resumes from
+its own checkpoints like any cell.
 """
 
 from __future__ import annotations
@@ -76,7 +80,7 @@ import yaml
 
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CELL_KEYS = {"seeds", "variants", "n_timesteps", "eval_freq", "eval_episodes", "env_kwargs", "save_freq"}
-VARIANT_KEYS = {"algo", "conf", "hyperparams"}
+VARIANT_KEYS = {"algo", "conf", "hyperparams", "trained_agent"}
 #: SB3's logged training values that ``collect`` adds to each evaluation (the last logged before it).
 TRAIN_LOG_KEYS = ("std", "learning_rate", "approx_kl", "kl_coef")
 CSV_FIELDS = ("task", "variant", "seed", "kind", "timesteps", "episodes", "eval_mean", "eval_std", "wall_s", "finished",
@@ -100,6 +104,7 @@ class Cell:
     eval_freq: int = 50_000
     eval_episodes: int = 10
     save_freq: int | None = None
+    trained_agent: str | None = None
 
     def folder(self, root: str) -> str:
         """``<root>/<task>/<variant>/seed_<S>``, the task id's ``/`` written as ``-`` (as rl-zoo3 does)."""
@@ -112,6 +117,8 @@ class Cell:
                 "--no-progress"]
         if self.conf is not None:
             argv += ["--conf-file", self.conf]
+        if self.trained_agent is not None:
+            argv += ["-i", self.trained_agent]
         if self.n_timesteps is not None:
             argv += ["-n", str(self.n_timesteps)]
         if self.save_freq is not None:
@@ -165,6 +172,12 @@ def load_grid(path: str) -> list[Cell]:
             conf = variant.get("conf")
             if conf is not None and not os.path.isabs(conf):
                 conf = os.path.join(REPOSITORY, conf)
+            trained_agent = variant.get("trained_agent")
+            if trained_agent is not None:
+                trained_agent = os.path.join(REPOSITORY, os.path.expanduser(str(trained_agent)))
+                if not trained_agent.endswith(".zip"):
+                    raise ValueError(f"{path}: variant {name!r}: trained_agent must be a model .zip, got "
+                                     f"{variant['trained_agent']!r}")
             hyperparams = dict(variant.get("hyperparams") or {})
             if "env_kwargs" in entry:
                 hyperparams["env_kwargs"] = entry["env_kwargs"]
@@ -177,6 +190,7 @@ def load_grid(path: str) -> list[Cell]:
                     eval_freq=int(float(entry.get("eval_freq", 50_000))),
                     eval_episodes=int(entry.get("eval_episodes", 10)),
                     save_freq=None if entry.get("save_freq") is None else int(float(entry["save_freq"])),
+                    trained_agent=trained_agent,
                 ))
     return cells
 
@@ -213,6 +227,8 @@ def run_cell(cell: Cell, root: str) -> str:
     if run_folder is not None:
         argv = cell.resume_argv(run_folder)
     else:
+        if cell.trained_agent is not None and not os.path.isfile(cell.trained_agent):
+            return f"FAIL  {folder} (its trained_agent {cell.trained_agent} does not exist)"
         if os.path.isdir(folder):
             aside = f"{folder}.interrupted-{int(time.time())}"
             os.replace(folder, aside)

@@ -328,3 +328,33 @@ def test_run_filters_that_match_no_cell_of_the_grid_are_named(tmp_path, capsys, 
     assert not (tmp_path / "runs").exists()
     grid.main(["run", path, "--root", str(tmp_path / "runs"), "--dry-run", "--seeds", "1"])
     assert "--seed 1" in capsys.readouterr().out
+
+
+def test_a_trained_agent_cell_starts_from_that_checkpoint_with_its_statistics(tmp_path):
+    """``trained_agent``: the cell's first session is ``train -i MODEL`` (weights and the checkpoint's VecNormalize
+    statistics; a new step count), and a missing model fails that cell by name without training."""
+    (source,) = grid.load_grid(write_grid(tmp_path, """
+variants:
+  ppo_ext: {hyperparams: {n_envs: 2, n_steps: 256, batch_size: 128, n_epochs: 1, normalize: true}}
+tasks:
+  Pendulum-v1: {seeds: [0], n_timesteps: 1024, eval_freq: 512, eval_episodes: 1, save_freq: 512}
+"""))
+    assert grid.run_grid([source], str(tmp_path / "source"), jobs=1)
+    checkpoint = Path(source.folder(str(tmp_path / "source")), "ppo_ext", "Pendulum-v1_1", "rl_model_512_steps.zip")
+    (tuned, missing) = grid.load_grid(write_grid(tmp_path, f"""
+variants:
+  tuned: {{trained_agent: {checkpoint}, hyperparams: {{n_envs: 2, n_steps: 256, normalize: true, learning_rate: 1.0e-5}}}}
+  missing: {{trained_agent: {tmp_path / "nowhere.zip"}}}
+tasks:
+  Pendulum-v1: {{seeds: [0], n_timesteps: 512, eval_freq: 512, eval_episodes: 1}}
+"""))
+    assert tuned.train_argv("f")[tuned.train_argv("f").index("-i") + 1] == str(checkpoint)
+    root = str(tmp_path / "tuned")
+    assert grid.run_cell(tuned, root).startswith("done")
+    log = Path(tuned.folder(root), "train.log").read_text()
+    assert "Loading the checkpoint's VecNormalize statistics" in log and str(checkpoint) in log
+    assert [r["timesteps"] for r in grid.collect(root) if r["variant"] == "tuned"] == [512]
+    line = grid.run_cell(missing, root)
+    assert line.startswith("FAIL") and "nowhere.zip does not exist" in line and not Path(missing.folder(root)).exists()
+    with pytest.raises(ValueError, match="trained_agent must be a model .zip"):
+        grid.load_grid(write_grid(tmp_path, "variants: {v: {trained_agent: run}}\ntasks: {Pendulum-v1: {}}\n"))
