@@ -39,6 +39,8 @@ def agents_table() -> str:
             played += f", {shipped['successes']} landed"
         if "mean_speed_m_s" in shipped:
             played += f", {shipped['mean_speed_m_s']:.2f} m/s, {shipped['ended_early']} falls"
+        if "with_a_flag" in shipped:
+            played += f", a flag reached in {shipped['with_a_flag']} ({shipped['mean_flags']:.1f} per episode)"
         wall = provenance.get("training_wall_s")
         size = sum(os.path.getsize(os.path.join(folder, name)) for name in os.listdir(folder))
         lines.append(f"| `{env_id}` | {provenance.get('seed')} | {provenance.get('timesteps', 0) / 1e6:.2f}M | "

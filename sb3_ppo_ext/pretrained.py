@@ -375,7 +375,8 @@ def play(
 
     Each episode: ``return`` (the task's own reward, before any normalisation), ``length``, ``truncated`` (ended by
     the time limit, not by a fall or a crash), ``success`` where the task reports ``info["is_success"]``,
-    ``crash_reason`` where it reports a non-empty ``info["crash_reason"]`` (the RocketLander) and, for
+    ``crash_reason`` where it reports a non-empty ``info["crash_reason"]`` (the RocketLander), ``flags_reached``
+    where it reports ``info["flags_reached"]`` (the flag runs) and, for
     tasks that report ``info["x_position"]`` (the locomotion tasks), ``distance`` (torso x at the end minus at the reset, metres) and ``speed`` (distance over the episode's
     simulated time, m/s, where the env has a ``dt``).
 
@@ -409,6 +410,8 @@ def play(
                 episode["success"] = bool(info["is_success"])
             if info.get("crash_reason"):
                 episode["crash_reason"] = str(info["crash_reason"])
+            if "flags_reached" in info:
+                episode["flags_reached"] = int(info["flags_reached"])
             if start_x[index] is not None and "x_position" in info:
                 episode["distance"] = float(info["x_position"]) - start_x[index]
                 episode["speed"] = episode["distance"] / (lengths[index] * step_seconds[index])
@@ -527,7 +530,8 @@ def summarise_episodes(episodes: list[dict[str, Any]]) -> dict[str, Any]:
     before the time limit, and where the task reports them: landings (``successes``) with how the other episodes ended
     (``failures``: crash reason, or ``time_limit``, -> count, most frequent first; ``failed_episodes``: the index of
     each such episode in play order -> its reason, so that runs evaluated on the same starts can be compared start by
-    start) and the mean speed."""
+    start), the mean speed, and for the flag runs the mean number of flags reached and how many episodes reached
+    at least one (``with_a_flag``)."""
     returns = [episode["return"] for episode in episodes]
     summary: dict[str, Any] = {"episodes": len(episodes), "mean_return": float(np.mean(returns)),
                                "std_return": float(np.std(returns)),
@@ -541,4 +545,7 @@ def summarise_episodes(episodes: list[dict[str, Any]]) -> dict[str, Any]:
         summary["failed_episodes"] = failed
     if "speed" in episodes[0]:
         summary["mean_speed_m_s"] = float(np.mean([episode["speed"] for episode in episodes]))
+    if "flags_reached" in episodes[0]:
+        summary["mean_flags"] = float(np.mean([episode["flags_reached"] for episode in episodes]))
+        summary["with_a_flag"] = sum(episode["flags_reached"] >= 1 for episode in episodes)
     return summary

@@ -300,3 +300,19 @@ def test_episode_summary_counts_landings_and_how_the_rest_ended():
     assert list(summary["failures"].items()) == [("hard_touchdown", 2), ("time_limit", 1), ("sea_contact", 1)]
     assert summary["failed_episodes"] == {1: "hard_touchdown", 2: "hard_touchdown", 3: "time_limit", 4: "sea_contact"}
     assert summary["mean_return"] == -12.0
+
+
+def test_play_counts_the_flags_of_a_flag_run():
+    """``flags_reached`` from the flag run's info, per episode and in the summary (a reach distance of 100 m counts a
+    flag on the first step; of 0.001 m, none)."""
+    from sb3_ppo_ext.pretrained import summarise_episodes
+
+    episodes = []
+    for reach in (100.0, 0.001):
+        env = make_vec_env("sb3_ppo_ext/HumanoidFlagrun-v0", n_envs=1, seed=0, env_kwargs={"flag_reach_distance": reach})
+        model = PPO("MlpPolicy", env, n_steps=64, batch_size=64, seed=0)
+        episodes += play(model, env, 1000, n_episodes=1)
+        env.close()
+    assert episodes[0]["flags_reached"] >= 1 and episodes[1]["flags_reached"] == 0
+    summary = summarise_episodes(episodes)
+    assert summary["with_a_flag"] == 1 and summary["mean_flags"] == episodes[0]["flags_reached"] / 2

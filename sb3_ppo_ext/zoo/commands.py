@@ -362,6 +362,8 @@ def _print_episodes(episodes: list[dict]) -> None:
         line = f"Episode Reward: {episode['return']:.2f}  Episode Length: {episode['length']}"
         if "speed" in episode:
             line += f"  distance {episode['distance']:.1f} m  mean speed {episode['speed']:.2f} m/s"
+        if "flags_reached" in episode:
+            line += f"  flags reached {episode['flags_reached']}"
         line += "  (time limit)" if episode["truncated"] else ""
         print(line)
     if episodes:
