@@ -21,12 +21,14 @@ import json
 import os
 import sys
 
+import numpy as np
+
 
 def agents_table() -> str:
     """A Markdown table of the shipped agents: score, evaluation, steps, seed, training wall clock, size."""
     from sb3_ppo_ext.pretrained import list_pretrained, read_agent
 
-    header = ("| task | seed | steps | last evaluation of the run | shipped files: deterministic episodes from env "
+    header = ("| task | seed | steps | the run's last evaluation up to it | shipped files: deterministic episodes from env "
               "seed 0 | training wall clock | size |")
     lines = [header, "|---|---|---|---|---|---|---|"]
     for env_id in list_pretrained():
@@ -48,6 +50,18 @@ def agents_table() -> str:
                      f"{'?' if wall is None else f'{wall / 60:.0f} min'} (1 torch thread, "
                      f"{provenance.get('training_vec_env')}) | {size / 1024:.0f} KiB |")
     return "\n".join(lines)
+
+
+def checkpoint_wall_clock(run: str, steps: int) -> float | None:
+    """Training seconds until the run had taken ``steps`` env steps, from its monitor files (``grid.py``'s clock:
+    an episode's steps count when it ends, so this is the end of the first episode past ``steps``); ``None`` when
+    the monitor files do not reach that far."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from grid import training_clock
+
+    clock_steps, clock_seconds = training_clock(run)
+    reached = int(np.searchsorted(clock_steps, steps))
+    return round(float(clock_seconds[reached]), 1) if reached < len(clock_seconds) else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,7 +100,9 @@ def main(argv: list[str] | None = None) -> int:
                   if os.path.isfile(os.path.join(run, name, "args.yml")))
     provenance = {"note": args.note, "training_wall_s": None}
     done_path = os.path.join(folder, "done.json")  # a grid cell's record, with the run's wall clock
-    if os.path.isfile(done_path):
+    if args.model.startswith("checkpoint:"):
+        provenance["training_wall_s"] = checkpoint_wall_clock(run, int(args.model.split(":", 1)[1]))
+    elif os.path.isfile(done_path):
         with open(done_path, encoding="utf-8") as stream:
             provenance["training_wall_s"] = json.load(stream)["wall_s"]
     destination = args.destination or agent_folder(env_id)

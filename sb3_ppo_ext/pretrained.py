@@ -493,8 +493,13 @@ def save_pretrained_from_run(
                              "hyperparams_overrides": run_args.get("hyperparams")}
     if os.path.isfile(os.path.join(run, "evaluations.npz")):
         with np.load(os.path.join(run, "evaluations.npz")) as evaluations:
-            facts["final_eval_mean"] = float(evaluations["results"][-1].mean())
-            facts["final_eval_timesteps"] = int(evaluations["timesteps"][-1])
+            # The run's last evaluation up to the packed model (a checkpoint's: the last one at or before its steps).
+            last = len(evaluations["timesteps"]) - 1
+            if checkpoint is not None:
+                last = int(np.searchsorted(evaluations["timesteps"], trained.num_timesteps, side="right")) - 1
+            if last >= 0:
+                facts["final_eval_mean"] = float(evaluations["results"][last].mean())
+                facts["final_eval_timesteps"] = int(evaluations["timesteps"][last])
     facts.update(provenance or {})
     save_pretrained(trained, destination, env_id=run_args["env"], vec_normalize=statistics,
                     env_kwargs=config.get("env_kwargs"), env_wrapper=config.get("env_wrapper"),
