@@ -474,8 +474,8 @@ def save_pretrained_from_run(
     if checkpoint is not None:
         model_path = os.path.join(run, f"rl_model_{checkpoint[1]}_steps.zip")
         if not os.path.isfile(model_path):
-            saved = sorted(int(re.fullmatch(r"rl_model_(\d+)_steps\.zip", name)[1]) for name in os.listdir(run)
-                           if re.fullmatch(r"rl_model_(\d+)_steps\.zip", name))
+            names = (re.fullmatch(r"rl_model_(\d+)_steps\.zip", name) for name in os.listdir(run))
+            saved = sorted(int(match[1]) for match in names if match)
             raise ValueError(f"no checkpoint {model_path}; the run has checkpoints at {saved or 'no steps'}")
     else:
         model_path = os.path.join(run, "best_model.zip" if model == "best" else f"{os.path.basename(params)}.zip")
