@@ -100,13 +100,13 @@ def main(argv: list[str] | None = None) -> int:
                   if os.path.isfile(os.path.join(run, name, "args.yml")))
     provenance = {"note": args.note, "training_wall_s": None}
     done_path = os.path.join(folder, "done.json")  # a grid cell's record, with the run's wall clock
-    if args.model.startswith("checkpoint:"):
-        provenance["training_wall_s"] = checkpoint_wall_clock(run, int(args.model.split(":", 1)[1]))
-    elif os.path.isfile(done_path):
+    if os.path.isfile(done_path):
         with open(done_path, encoding="utf-8") as stream:
             provenance["training_wall_s"] = json.load(stream)["wall_s"]
     destination = args.destination or agent_folder(env_id)
-    save_pretrained_from_run(run, destination, model=args.model, provenance=provenance)
+    facts = save_pretrained_from_run(run, destination, model=args.model, provenance=provenance)
+    if facts["model"].startswith("checkpoint:"):  # the run's clock when it saved that checkpoint
+        add_provenance(destination, {"training_wall_s": checkpoint_wall_clock(run, facts["timesteps"])})
     provenance = add_provenance(destination, {"shipped_eval": evaluate_agent(destination, args.eval_episodes, seed=args.eval_seed)})
     folder, _ = read_agent(destination)
     size = sum(os.path.getsize(os.path.join(folder, name)) for name in os.listdir(folder))

@@ -460,6 +460,7 @@ def save_pretrained_from_run(
 
     from rl_zoo3.utils import ALGOS
 
+    from sb3_ppo_ext.callbacks.checkpoint import list_checkpoints, model_checkpoint_path
     from sb3_ppo_ext.zoo import register_algorithm
     from sb3_ppo_ext.zoo.hyperparams import load_run_yaml
     from sb3_ppo_ext.zoo.loading import played_model_statistics
@@ -472,10 +473,9 @@ def save_pretrained_from_run(
     run_args = dict(load_run_yaml(os.path.join(params, "args.yml")))
     config = dict(load_run_yaml(os.path.join(params, "config.yml")))
     if checkpoint is not None:
-        model_path = os.path.join(run, f"rl_model_{checkpoint[1]}_steps.zip")
+        model_path = model_checkpoint_path(run, "rl_model", int(checkpoint[1]))
         if not os.path.isfile(model_path):
-            names = (re.fullmatch(r"rl_model_(\d+)_steps\.zip", name) for name in os.listdir(run))
-            saved = sorted(int(match[1]) for match in names if match)
+            saved = [saved.num_timesteps for saved in list_checkpoints(run)]
             raise ValueError(f"no checkpoint {model_path}; the run has checkpoints at {saved or 'no steps'}")
     else:
         model_path = os.path.join(run, "best_model.zip" if model == "best" else f"{os.path.basename(params)}.zip")
