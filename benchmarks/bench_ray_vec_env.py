@@ -6,9 +6,10 @@ Not a test: prints three tables.
    through DummyVecEnv, SubprocVecEnv and RayVecEnv with each ``--envs-per-actor``. Each RayVecEnv is timed in
    rounds alternating with DummyVecEnv and SubprocVecEnv, so that load from other processes hits them alike; the
    table shows the median rate over rounds and the median of the per-round ratios to SubprocVecEnv.
-2. Training: env steps per second of whole ``PPO.learn`` iterations (collection and update) with the Humanoid
-   config's network and update (256x256 ReLU, batch 512, 10 epochs, VecNormalize), ``--train-steps`` steps per
-   env per rollout (a few thousand steps per model in all), alternating the VecEnvs in the same way.
+2. Training: env steps per second of whole ``PPO.learn`` iterations (collection and update) with the bundled
+   ``zoo_configs/ppo_ext.yml`` Humanoid block (its network, rollout length, batch, epochs and VecNormalize; the
+   number of envs is ``--n-envs``), ``--train-iterations`` iterations per VecEnv and round, alternating the
+   VecEnvs in the same way.
 3. The per-call overhead of a Ray step: one actor stepping CartPole (a few microseconds of env work), time per
    ``step`` minus the same envs stepped in-process by DummyVecEnv, for 1 and 8 envs in the actor.
 
@@ -16,7 +17,9 @@ Ray runs locally on 127.0.0.1 (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``), its act
 (``num_cpus=0``) so that as many actors as SubprocVecEnv has processes can be placed on a small machine.
 
 Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_ray_vec_env.py`` (defaults: 16 and 32 envs, 1/4/8/16 envs
-per actor, 3 rounds of 64 steps per env; add ``--no-training`` to time collection only).
+per actor, 3 rounds of 64 steps per env; add ``--no-training`` to time collection only). Both cores for one run of
+the Humanoid block on a 2-core machine (two actors of 32 envs): ``--n-envs 64 --envs-per-actor 32 --no-collection
+--no-subproc --train-iterations 8 --train-rounds 3``.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # before Ray starts: ever
 import numpy as np
 import ray
 import torch as th
+import yaml
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecNormalize
 
@@ -43,12 +47,14 @@ HUMANOID = "sb3_ppo_ext/Humanoid-v0"
 RAY_ACTOR_OPTIONS = {"num_cpus": 0}
 
 
-def vec_env_factories(env_id: str, n_envs: int, envs_per_actor: list[int]) -> dict[str, Callable[[], VecEnv]]:
-    """Name -> function building the VecEnv of that name (seeded alike)."""
+def vec_env_factories(
+    env_id: str, n_envs: int, envs_per_actor: list[int], subproc: bool = True
+) -> dict[str, Callable[[], VecEnv]]:
+    """Name -> function building the VecEnv of that name (seeded alike); SubprocVecEnv only if ``subproc``."""
     factories: dict[str, Callable[[], VecEnv]] = {
-        "DummyVecEnv": lambda: make_vec_env(env_id, n_envs, seed=0, vec_env_cls=DummyVecEnv),
-        "SubprocVecEnv": lambda: make_vec_env(env_id, n_envs, seed=0, vec_env_cls=SubprocVecEnv),
-    }
+        "DummyVecEnv": lambda: make_vec_env(env_id, n_envs, seed=0, vec_env_cls=DummyVecEnv)}
+    if subproc:
+        factories["SubprocVecEnv"] = lambda: make_vec_env(env_id, n_envs, seed=0, vec_env_cls=SubprocVecEnv)
     for per_actor in envs_per_actor:
         if per_actor <= n_envs:
             factories[f"RayVecEnv x{per_actor}"] = lambda per_actor=per_actor: make_vec_env(
@@ -65,27 +71,26 @@ def collection_rate(vec_env: VecEnv, actions: np.ndarray) -> float:
     return actions.shape[0] * actions.shape[1] / (time.perf_counter() - start)
 
 
-def median_table(rates: dict[str, list[float]], reference: str) -> list[tuple[str, float, float]]:
-    """(name, median rate, median of per-round ratios to ``reference``) for each name."""
-    return [(name, statistics.median(values),
-             statistics.median(value / base for value, base in zip(values, rates[reference], strict=True)))
-            for name, values in rates.items()]
-
-
-def print_table(title: str, rows: list[tuple[str, float, float]]) -> None:
-    print(f"\n{title}\n{'VecEnv':<18}{'steps/s':>10}{'/ Subproc':>11}")
+def print_table(title: str, rows: list[tuple[str, float, float]], reference: str) -> None:
+    print(f"\n{title}\n{'VecEnv':<18}{'steps/s':>10}{'/ ' + reference.removesuffix('VecEnv'):>11}")
     for name, rate, ratio in rows:
         print(f"{name:<18}{rate:>10.0f}{ratio:>11.2f}")
+
+
+def reference_name(subproc: bool) -> str:
+    """The VecEnv the ratios are taken to: SubprocVecEnv, or DummyVecEnv where SubprocVecEnv is left out."""
+    return "SubprocVecEnv" if subproc else "DummyVecEnv"
 
 
 def alternate(
     factories: dict[str, Callable[[], object]], measure: Callable[[object], float], rounds: int, close: Callable[[object], None]
 ) -> list[tuple[str, float, float]]:
-    """Time ``measure`` on DummyVecEnv's and SubprocVecEnv's subject (built once) and on each RayVecEnv subject, built
-    in turn (bounding the processes alive at once), in rounds alternating the three; (name, median rate, median of
-    per-round ratios to SubprocVecEnv)."""
+    """Time ``measure`` on DummyVecEnv's and SubprocVecEnv's subject (built once; SubprocVecEnv where ``factories``
+    has it) and on each RayVecEnv subject, built in turn (bounding the processes alive at once), in rounds alternating
+    them; (name, median rate, median of per-round ratios to :func:`reference_name`)."""
     factories = dict(factories)
-    baselines = {name: factories.pop(name)() for name in ("DummyVecEnv", "SubprocVecEnv")}
+    reference = reference_name("SubprocVecEnv" in factories)
+    baselines = {name: factories.pop(name)() for name in ("DummyVecEnv", "SubprocVecEnv") if name in factories}
     rates: dict[str, list[float]] = {name: [] for name in baselines}
     ratios: dict[str, list[float]] = {name: [] for name in baselines}
     try:
@@ -97,7 +102,7 @@ def alternate(
                     round_rates = {other: measure(subject) for other, subject in {**baselines, name: candidate}.items()}
                     for other, rate in round_rates.items():
                         rates[other].append(rate)
-                        ratios[other].append(rate / round_rates["SubprocVecEnv"])
+                        ratios[other].append(rate / round_rates[reference])
             finally:
                 close(candidate)
     finally:
@@ -106,7 +111,9 @@ def alternate(
     return [(name, statistics.median(rates[name]), statistics.median(ratios[name])) for name in rates]
 
 
-def bench_collection(n_envs: int, envs_per_actor: list[int], steps: int, rounds: int) -> list[tuple[str, float, float]]:
+def bench_collection(
+    n_envs: int, envs_per_actor: list[int], steps: int, rounds: int, subproc: bool
+) -> list[tuple[str, float, float]]:
     def build(factory: Callable[[], VecEnv]) -> Callable[[], VecEnv]:
         def built() -> VecEnv:
             vec_env = factory()
@@ -120,23 +127,44 @@ def bench_collection(n_envs: int, envs_per_actor: list[int], steps: int, rounds:
     probe.close()
     space.seed(0)
     actions = np.array([[space.sample() for _ in range(n_envs)] for _ in range(steps)])
-    factories = {name: build(factory) for name, factory in vec_env_factories(HUMANOID, n_envs, envs_per_actor).items()}
+    factories = {name: build(factory) for name, factory in vec_env_factories(HUMANOID, n_envs, envs_per_actor, subproc).items()}
     return alternate(factories, lambda vec_env: collection_rate(vec_env, actions), rounds, lambda vec_env: vec_env.close())
 
 
-def bench_training(n_envs: int, envs_per_actor: list[int], n_steps: int, rounds: int) -> list[tuple[str, float, float]]:
+def humanoid_zoo_block() -> dict:
+    """Keyword arguments of :class:`sb3_ppo_ext.PPO` from the bundled ``ppo_ext.yml`` Humanoid block, parsed as
+    ``sb3-ppo-ext train`` parses it; the number of envs and ``normalize`` are left to the caller."""
+    from rl_zoo3.exp_manager import ExperimentManager
+
+    from sb3_ppo_ext.zoo.experiment import default_config_path
+    from sb3_ppo_ext.zoo.hyperparams import check_config_document, preprocess_block
+    from sb3_ppo_ext.zoo.safe_yaml import read_yaml_text
+
+    path = default_config_path()
+    block = check_config_document(yaml.safe_load(read_yaml_text(path)), where=path)[HUMANOID]
+    hyperparams = preprocess_block(dict(block), where=f"{HUMANOID!r} in {path}")
+    for key in ("n_envs", "n_timesteps", "normalize", "policy"):
+        hyperparams.pop(key, None)
+    return ExperimentManager._preprocess_schedules(hyperparams)
+
+
+def bench_training(
+    n_envs: int, envs_per_actor: list[int], iterations: int, rounds: int, subproc: bool
+) -> list[tuple[str, float, float]]:
     from sb3_ppo_ext import PPO
 
+    block = humanoid_zoo_block()
+    steps_per_round = iterations * block["n_steps"] * n_envs
+
     def build(factory: Callable[[], VecEnv]) -> Callable[[], PPO]:
-        return lambda: PPO("MlpPolicy", VecNormalize(factory()), n_steps=n_steps, batch_size=512, n_epochs=10, seed=0,
-                           policy_kwargs={"net_arch": {"pi": [256, 256], "vf": [256, 256]}, "activation_fn": th.nn.ReLU})
+        return lambda: PPO("MlpPolicy", VecNormalize(factory()), seed=0, **block)
 
     def training_rate(model: PPO) -> float:
         start = time.perf_counter()
-        model.learn(n_steps * n_envs, reset_num_timesteps=False)
-        return n_steps * n_envs / (time.perf_counter() - start)
+        model.learn(steps_per_round, reset_num_timesteps=False)
+        return steps_per_round / (time.perf_counter() - start)
 
-    factories = {name: build(factory) for name, factory in vec_env_factories(HUMANOID, n_envs, envs_per_actor).items()}
+    factories = {name: build(factory) for name, factory in vec_env_factories(HUMANOID, n_envs, envs_per_actor, subproc).items()}
     return alternate(factories, training_rate, rounds, lambda model: model.env.close())
 
 
@@ -171,10 +199,13 @@ def main() -> None:
     parser.add_argument("--envs-per-actor", type=int, nargs="+", default=[1, 4, 8, 16])
     parser.add_argument("--steps", type=int, default=64, help="collection steps per env per round")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--train-steps", type=int, default=32, help="n_steps of the timed PPO iterations")
+    parser.add_argument("--train-iterations", type=int, default=1, help="PPO iterations (rollout + update) per round")
     parser.add_argument("--train-rounds", type=int, default=1)
     parser.add_argument("--no-training", action="store_true")
     parser.add_argument("--no-collection", action="store_true")
+    parser.add_argument("--no-subproc", action="store_true",
+                        help="leave SubprocVecEnv out (one process per env: 64 Humanoid processes need ~14 GB); "
+                             "ratios are then to DummyVecEnv")
     parser.add_argument("--overhead-only", action="store_true", help="time only the per-call overhead")
     parser.add_argument("--calls", type=int, default=2000, help="steps timed for the per-call overhead")
     args = parser.parse_args()
@@ -182,14 +213,17 @@ def main() -> None:
     ray.init(include_dashboard=False, log_to_driver=False)
     try:
         print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; Ray {ray.__version__}")
+        subproc = not args.no_subproc
+        reference = reference_name(subproc)
         for n_envs in [] if args.overhead_only or args.no_collection else args.n_envs:
             print_table(f"Collection, Humanoid, {n_envs} envs (median of {args.rounds} rounds of {args.steps} steps)",
-                        bench_collection(n_envs, args.envs_per_actor, args.steps, args.rounds))
+                        bench_collection(n_envs, args.envs_per_actor, args.steps, args.rounds, subproc), reference)
         if not (args.no_training or args.overhead_only):
             for n_envs in args.n_envs:
-                print_table(f"Training (PPO.learn, collection + update), Humanoid, {n_envs} envs x {args.train_steps} steps "
-                            f"(median of {args.train_rounds} rounds)",
-                            bench_training(n_envs, args.envs_per_actor, args.train_steps, args.train_rounds))
+                print_table(f"Training (PPO.learn, collection + update), Humanoid block, {n_envs} envs, "
+                            f"{args.train_iterations} iterations (median of {args.train_rounds} rounds)",
+                            bench_training(n_envs, args.envs_per_actor, args.train_iterations, args.train_rounds,
+                                           subproc), reference)
         print("\nPer-call overhead of a Ray step (CartPole, one actor; best of 3 x "
               f"{args.calls} steps)\n{'envs':>5}{'Ray us/step':>13}{'Dummy us/step':>15}{'overhead us':>13}"
               f"{'driver CPU us':>15}")
