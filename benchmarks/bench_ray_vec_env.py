@@ -5,7 +5,8 @@ Not a test: prints three tables.
 1. Collection: env steps per second of ``sb3_ppo_ext/Humanoid-v0`` with random actions, for each ``--n-envs``,
    through DummyVecEnv, SubprocVecEnv and RayVecEnv with each ``--envs-per-actor``. Each RayVecEnv is timed in
    rounds alternating with DummyVecEnv and SubprocVecEnv, so that load from other processes hits them alike; the
-   table shows the median rate over rounds and the median of the per-round ratios to SubprocVecEnv.
+   table shows the median rate over rounds and the median of the per-round ratios to SubprocVecEnv (to DummyVecEnv
+   with ``--no-subproc``).
 2. Training: env steps per second of whole ``PPO.learn`` iterations (collection and update) with the bundled
    ``zoo_configs/ppo_ext.yml`` Humanoid block (its network, rollout length, batch, epochs and VecNormalize; the
    number of envs is ``--n-envs``), ``--train-iterations`` iterations per VecEnv and round, alternating the
