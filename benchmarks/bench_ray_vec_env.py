@@ -37,7 +37,6 @@ os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # before Ray starts: ever
 import numpy as np
 import ray
 import torch as th
-import yaml
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecNormalize
 
@@ -139,10 +138,10 @@ def humanoid_zoo_block() -> dict:
 
     from sb3_ppo_ext.zoo.experiment import default_config_path
     from sb3_ppo_ext.zoo.hyperparams import check_config_document, preprocess_block
-    from sb3_ppo_ext.zoo.safe_yaml import read_yaml_text
+    from sb3_ppo_ext.zoo.safe_yaml import load_yaml_file
 
     path = default_config_path()
-    block = check_config_document(yaml.safe_load(read_yaml_text(path)), where=path)[HUMANOID]
+    block = check_config_document(load_yaml_file(path), where=path)[HUMANOID]
     hyperparams = preprocess_block(dict(block), where=f"{HUMANOID!r} in {path}")
     for key in ("n_envs", "n_timesteps", "normalize", "policy"):
         hyperparams.pop(key, None)
