@@ -44,6 +44,7 @@ class BulletClient:
 
     @property
     def connected(self) -> bool:
+        """Whether the client is connected to its physics server (``False`` once closed)."""
         return self.client_id >= 0
 
     def close(self) -> None:

@@ -165,7 +165,7 @@ class HumanoidEnv(LocomotionEnv):
 class HumanoidFlagrunEnv(HumanoidEnv):
     """Humanoid that runs to a flag which moves every ``flag_timeout_steps`` steps or when reached.
 
-    The flag is drawn uniformly over half of Roboschool's stadium (|x| < 13.1 m, |y| < 6.25 m); the robot starts
+    The flag is drawn uniformly over half of Roboschool's stadium (``|x| < 13.1`` m, ``|y| < 6.25`` m); the robot starts
     standing at 1.4 m facing a random direction. The target is in the observation as ``sin, cos`` of its bearing
     (entries 1 and 2), with the same 44-value layout as HumanoidBulletEnv; ``info["target"]`` holds its position
     and ``info["flags_reached"]`` counts flags reached this episode.

@@ -49,6 +49,10 @@ CONTROL_TIMESTEP = 0.0165
 #: the floor body averaged into the body centre used for progress, the electricity cost of the unclipped action,
 #: and foot-contact flags in the observation that are one step old.
 REFERENCE_QUIRKS: tuple[str, ...] = ("floor_in_centre", "raw_action_electricity", "late_foot_contacts")
+#: Which step's foot-contact flags the observation shows (``foot_contacts``): ``"current"``, those of the state the
+#: rest of the observation describes, or ``"previous"``, one step old, as pybullet_envs (whose observation rl-zoo3's
+#: published numbers were measured on). ``reference_quirks`` with ``"late_foot_contacts"`` means ``"previous"``.
+FOOT_CONTACTS: tuple[str, ...] = ("current", "previous")
 NUM_SUBSTEPS = 4
 NUM_SOLVER_ITERATIONS = 5
 GRAVITY = 9.8
@@ -199,6 +203,21 @@ def check_quirks(value: bool | Sequence[str] | frozenset[str]) -> frozenset[str]
     return frozenset(value)
 
 
+def resolve_foot_contacts(foot_contacts: str | None, quirks: frozenset[str], default: str) -> str:
+    """The foot-contact flags a task shows (one of :data:`FOOT_CONTACTS`): ``foot_contacts`` when given, else
+    ``"previous"`` when the quirk ``"late_foot_contacts"`` is among ``quirks``, else the task's ``default``.
+
+    :raises ValueError: for a value outside :data:`FOOT_CONTACTS`, or ``"current"`` together with the quirk.
+    """
+    check_option("foot_contacts", foot_contacts, FOOT_CONTACTS)
+    late = "late_foot_contacts" in quirks
+    if foot_contacts is None:
+        return "previous" if late else default
+    check_that(not (late and foot_contacts == "current"), "foot_contacts", foot_contacts,
+               "not be 'current' when reference_quirks holds 'late_foot_contacts' (which means 'previous')")
+    return foot_contacts
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Scene and robot
 # ----------------------------------------------------------------------------------------------------------------
@@ -226,6 +245,7 @@ class StadiumScene:
             client.configureDebugVisualizer(pybullet.COV_ENABLE_PLANAR_REFLECTION, self.floor_id)
 
     def set_floor_friction(self, lateral_friction: float) -> None:
+        """Set the floor's lateral friction coefficient."""
         self.client.changeDynamics(self.floor_id, -1, lateralFriction=lateral_friction)
 
 
@@ -321,6 +341,7 @@ class MJCFRobot:
 
     @property
     def action_size(self) -> int:
+        """The number of actuated joints (one action value each)."""
         return len(self.joint_indices)
 
     def apply_torques(self, clipped_action: np.ndarray) -> None:
@@ -418,6 +439,10 @@ class LocomotionEnv(gymnasium.Env):
         observation are one step old. ``False`` (default) fixes all three; a collection of names from
         :data:`REFERENCE_QUIRKS` (``"floor_in_centre"``, ``"raw_action_electricity"``, ``"late_foot_contacts"``)
         reproduces only those. The attribute holds the set of names.
+    :param foot_contacts: which step's foot-contact flags the observation shows: ``"current"`` (this step's) or
+        ``"previous"`` (one step old, as pybullet_envs); ``None`` (default): the task's
+        :attr:`default_foot_contacts`, or ``"previous"`` when ``reference_quirks`` holds ``"late_foot_contacts"``.
+        The dynamics and the reward are the same either way; only what the policy sees differs.
     :param alive_weight: weight of the alive bonus.
     :param progress_weight: weight of progress towards the target (m/s).
     :param electricity_weight: weight of ``mean |a * 0.1 qdot|``.
@@ -436,6 +461,8 @@ class LocomotionEnv(gymnasium.Env):
 
     #: Height the observation's first entry is measured from; ``None`` = the torso height after reset.
     reference_height: float | None = None
+    #: The foot-contact flags shown when ``foot_contacts`` is not given (one of :data:`FOOT_CONTACTS`).
+    default_foot_contacts: str = "current"
     reward_terms: tuple[str, ...] = ("alive", "progress", "electricity", "stall_torque", "joints_at_limit", "feet_collision")
 
     def __init__(
@@ -443,6 +470,7 @@ class LocomotionEnv(gymnasium.Env):
         render_mode: str | None = None,
         *,
         reference_quirks: bool | Sequence[str] = False,
+        foot_contacts: str | None = None,
         alive_weight: float = 1.0,
         progress_weight: float = 1.0,
         electricity_weight: float = -2.0,
@@ -467,6 +495,7 @@ class LocomotionEnv(gymnasium.Env):
         self.weights = {name: check_finite(f"{name}_weight", weight) for name, weight in weights.items()}
         self.render_mode = render_mode
         self.reference_quirks = check_quirks(reference_quirks)
+        self.foot_contacts = resolve_foot_contacts(foot_contacts, self.reference_quirks, self.default_foot_contacts)
         self.reset_noise_scale = check_non_negative("reset_noise_scale", reset_noise_scale)
         self.push_probability = check_probability("push_probability", push_probability)
         self.push_force = check_non_negative("push_force", push_force)
@@ -581,7 +610,7 @@ class LocomotionEnv(gymnasium.Env):
         self._client.stepSimulation()
 
         self._read_robot()
-        if "late_foot_contacts" not in self.reference_quirks:
+        if self.foot_contacts == "current":
             self._feet_contact = self.robot.feet_contacts(self.scene.floor_id)
         info: dict[str, Any] = {}
         raw_terms = {"alive": self._alive_bonus(), **self._progress_terms()}
@@ -590,7 +619,7 @@ class LocomotionEnv(gymnasium.Env):
             self._read_target()
             self._previous_distance = self._target_distance
         observation, finite = self._observation()
-        if "late_foot_contacts" in self.reference_quirks:
+        if self.foot_contacts == "previous":
             # pybullet_envs updates the contact flags after building the observation: they show up a step late.
             self._feet_contact = self.robot.feet_contacts(self.scene.floor_id)
 

@@ -611,6 +611,9 @@ class RocketLanderEnv(gym.Env):
         return observation, self._info(state, {}, crash_reason="", landed=False)
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        """Apply ``action`` for ``frame_skip`` physics steps; return the observation, the reward (the sum of the
+        task's terms, each in ``info`` as ``reward_<term>``), ``terminated``, ``truncated`` (always ``False``: the time
+        limit is the registration's ``max_episode_steps``) and ``info`` (``is_success`` once landed)."""
         check_not_closed(self._client, "step", self)
         if not self.task.started:
             raise RuntimeError("step() called before reset()")

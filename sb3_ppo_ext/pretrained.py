@@ -12,7 +12,7 @@ An agent is a folder (``sb3_ppo_ext/trained_agents/<env id with "/" as "-">/`` f
 
 SB3's zips (``data`` holds cloudpickled spaces and schedules) and ``vecnormalize.pkl`` files can run code when
 loaded; these files cannot: JSON and ``allow_pickle=False`` arrays carry data only, and a wrapper or activation
-named in ``agent.json`` is resolved through an allow-list.
+named in ``agent.json`` is resolved through an allow-list. For example::
 
     from sb3_ppo_ext.pretrained import load_pretrained
     model, env = load_pretrained("sb3_ppo_ext/Walker2D-v0")
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import os
 import re
 from collections import Counter
@@ -34,6 +35,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper, VecFrameStack, VecNormalize, unwrap_vec_normalize
+
+from sb3_ppo_ext.validation import check_env_id
 
 #: Folder of the shipped agents (package data).
 AGENTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "trained_agents")
@@ -270,9 +273,45 @@ def read_agent(env_id_or_folder: str) -> tuple[str, dict[str, Any]]:
                          f"folder with {AGENT_FILE}); shipped agents: {shipped}")
     with open(path, encoding="utf-8") as stream:
         agent = json.load(stream)
+    if not isinstance(agent, dict):
+        raise ValueError(f"{path}: not a JSON object of agent settings")
     if agent.get("format_version") != FORMAT_VERSION:
         raise ValueError(f"{path}: format_version {agent.get('format_version')!r}, this version reads {FORMAT_VERSION}")
+    check_env_id(agent.get("env_id"), where=path)
+    check_normalization(agent.get("normalization"), where=path)
     return folder, agent
+
+
+def check_normalization(statistics: Any, *, where: str) -> None:
+    """Check an agent's frozen observation statistics (``agent.json``'s ``normalization``) before an env uses them:
+    ``mean`` and ``var`` finite lists of numbers of one length with ``var >= 0``, ``clip_obs`` and ``epsilon`` finite
+    and ``> 0``; ``None`` (no normalisation) passes.
+
+    :raises ValueError: naming the entry and what is wrong with it.
+    """
+    if statistics is None:
+        return
+    if not isinstance(statistics, dict):
+        raise ValueError(f"{where}: normalization must be an object with mean, var, clip_obs and epsilon, got "
+                         f"{type(statistics).__name__}")
+    for name in ("clip_obs", "epsilon"):
+        value = statistics.get(name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise ValueError(f"{where}: normalization {name} must be a finite number > 0, got {value!r}")
+    arrays = {}
+    for name in ("mean", "var"):
+        value = statistics.get(name)
+        if not isinstance(value, list) or not all(isinstance(item, (int, float)) and not isinstance(item, bool)
+                                                  for item in value):
+            raise ValueError(f"{where}: normalization {name} must be a list of numbers")
+        arrays[name] = np.asarray(value, dtype=np.float64)
+        if not np.isfinite(arrays[name]).all():
+            raise ValueError(f"{where}: normalization {name} holds a non-finite value (NaN or inf)")
+    if arrays["mean"].shape != arrays["var"].shape:
+        raise ValueError(f"{where}: normalization mean and var differ in length ({arrays['mean'].size} and "
+                         f"{arrays['var'].size})")
+    if (arrays["var"] < 0).any():
+        raise ValueError(f"{where}: normalization var must be >= 0, got {float(arrays['var'].min())!r}")
 
 
 def make_pretrained_env(
@@ -462,7 +501,7 @@ def save_pretrained_from_run(
 
     from sb3_ppo_ext.callbacks.checkpoint import list_checkpoints, model_checkpoint_path
     from sb3_ppo_ext.zoo import register_algorithm
-    from sb3_ppo_ext.zoo.hyperparams import load_run_yaml
+    from sb3_ppo_ext.zoo.hyperparams import check_run_folder
     from sb3_ppo_ext.zoo.loading import played_model_statistics
 
     checkpoint = re.fullmatch(r"checkpoint:(\d+)", model)
@@ -470,8 +509,8 @@ def save_pretrained_from_run(
         raise ValueError(f"model must be 'final', 'best' or 'checkpoint:<steps>', got {model!r}")
     run = find_zoo_run(folder)
     (params,) = [os.path.dirname(path) for path in glob.glob(os.path.join(glob.escape(run), "*", "config.yml"))]
-    run_args = dict(load_run_yaml(os.path.join(params, "args.yml")))
-    config = dict(load_run_yaml(os.path.join(params, "config.yml")))
+    settings = check_run_folder(params)
+    run_args, config = settings.arguments, settings.config
     if checkpoint is not None:
         model_path = model_checkpoint_path(run, "rl_model", int(checkpoint[1]))
         if not os.path.isfile(model_path):

@@ -22,7 +22,7 @@ a ``policy_kwargs`` holding classes, the last observation...) as a base64 cloudp
   ``numpy.load(allow_pickle=False)``); a pickle without its twin is refused.
 
 What cannot be rebuilt is refused with a :class:`PickleRefusedError` naming the entry or file; loading it is what
-``PPO.load`` / ``VecNormalize.load`` (the CLI's ``--trust-pickles``) do, for files you trust.
+``PPO.load`` / ``VecNormalize.load`` (the CLI's ``--trust-pickles``) do, for files you trust. For example::
 
     from sb3_ppo_ext import load_without_pickles, load_vecnormalize_without_pickles
     env = load_vecnormalize_without_pickles("logs/ppo_ext/Pendulum-v1_1/Pendulum-v1/vecnormalize.pkl",
@@ -42,6 +42,7 @@ import io
 import json
 import math
 import os
+import pickle
 import pickletools
 import re
 import zipfile
@@ -58,6 +59,7 @@ from stable_baselines3.common.utils import ConstantSchedule, FloatSchedule, Line
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize, VecTransposeImage
 
 from sb3_ppo_ext.pretrained import space_from_data
+from sb3_ppo_ext.validation import check_vecnormalize_kwargs
 
 #: The command-line option that loads pickles instead (named in every refusal).
 TRUST_PICKLES_OPTION = "--trust-pickles"
@@ -137,16 +139,61 @@ def type_path(entry: Mapping[str, Any]) -> str:
     return match["path"] if match else str(entry.get(":type:"))
 
 
-def read_zip_data(source: str | IO[bytes]) -> dict[str, Any]:
-    """The ``data`` entry of an SB3 model zip as parsed JSON (the pickled entries stay base64 text).
+# Sizes of what a zip (a model, VecNormalize statistics) may inflate to, checked on the sizes its directory declares
+# before anything is read (``zipfile`` never inflates an entry beyond its declared size).
+#: Largest ``data`` entry of a model zip (SB3's JSON of the model's settings; 50 kB for a humanoid run, a few MB for an
+#: image-based one, whose last observations it keeps).
+MAX_DATA_ENTRY_BYTES = 64 << 20
+#: Highest compression ratio of a zip entry over :data:`MIN_RATIO_CHECKED_BYTES`: SB3 and numpy store entries
+#: uncompressed (ratio 1), deflate packs weights to about 1.1 and JSON to about 10, while an entry of zeros deflates
+#: 1000-fold (a 3 MB zip of 3 GB).
+MAX_COMPRESSION_RATIO = 100
+#: Entries up to this size are not ratio-checked: whatever they hold costs little.
+MIN_RATIO_CHECKED_BYTES = 1 << 20
 
-    :raises ValueError: when ``source`` is not a zip file or has no ``data`` entry.
+
+def check_zip_sizes(archive: zipfile.ZipFile, where: str, *, limits: Mapping[str, int] | None = None,
+                    nested: Collection[str] = (".pth",)) -> None:
+    """Refuse a zip whose entries would inflate to more than a file of its kind holds, before any entry is read.
+
+    Each entry must declare at most its limit in ``limits`` (by name) and, above :data:`MIN_RATIO_CHECKED_BYTES`, a
+    compression ratio of at most :data:`MAX_COMPRESSION_RATIO`. Entries whose names end with one of ``nested`` and
+    that are zips themselves (torch's ``.pth`` files, which ``torch.load`` inflates) are checked the same way.
+
+    :param archive: the open zip.
+    :param where: the file, used in the messages.
+    :raises ValueError: naming the entry, its declared size and the limit.
+    """
+    for info in archive.infolist():
+        what = f"{where}: its entry {info.filename!r} inflates to {info.file_size} bytes"
+        limit = (limits or {}).get(info.filename)
+        if limit is not None and info.file_size > limit:
+            raise ValueError(f"{what}, the limit is {limit}; it is not a file Stable-Baselines3 or this package wrote")
+        ratio = info.file_size / max(info.compress_size, 1)
+        if info.file_size > MIN_RATIO_CHECKED_BYTES and ratio > MAX_COMPRESSION_RATIO:
+            raise ValueError(f"{what} from {info.compress_size} ({ratio:.0f} times; the limit is "
+                             f"{MAX_COMPRESSION_RATIO}, MAX_COMPRESSION_RATIO): a zip bomb, refused before inflating it")
+        if info.filename.endswith(tuple(nested)):
+            with archive.open(info) as member:
+                if zipfile.is_zipfile(member):
+                    member.seek(0)
+                    with zipfile.ZipFile(member) as inner:
+                        check_zip_sizes(inner, f"{where}:{info.filename}", nested=())
+
+
+def read_zip_data(source: str | IO[bytes]) -> dict[str, Any]:
+    """The ``data`` entry of an SB3 model zip as parsed JSON (the pickled entries stay base64 text), after
+    :func:`check_zip_sizes` on the whole zip (``data`` within :data:`MAX_DATA_ENTRY_BYTES`), which SB3's ``load`` reads
+    next.
+
+    :raises ValueError: when ``source`` is not a zip file, has no ``data`` entry or an entry that inflates too far.
     """
     name = source if isinstance(source, str) else "the model file"
     try:
         with zipfile.ZipFile(source) as archive:
             if "data" not in archive.namelist():
                 raise ValueError(f"{name} has no 'data' entry: not a Stable-Baselines3 model zip")
+            check_zip_sizes(archive, name, limits={"data": MAX_DATA_ENTRY_BYTES})
             text = archive.read("data").decode()
     except zipfile.BadZipFile as error:
         raise ValueError(f"{name} is not a zip file ({error})") from None
@@ -572,7 +619,17 @@ def load_without_pickles(
         observation_spaces=_env_spaces(spaces_of, "observation_space"), action_spaces=_env_spaces(spaces_of, "action_space"),
         source=source if isinstance(source, str) else "the model file",
     )
-    return algorithm.load(source, env=env, device=device, custom_objects={**objects, **given}, **kwargs)
+    try:
+        return algorithm.load(source, env=env, device=device, custom_objects={**objects, **given}, **kwargs)
+    except pickle.UnpicklingError:
+        # torch.load(weights_only=True) met a Python object in a weights file (policy.pth, the optimizer's state):
+        # what runs code when unpickled. torch's own message recommends weights_only=False; ours names the file.
+        what = source if isinstance(source, str) else "the model file"
+        raise PickleRefusedError(
+            f"{what}: a weights file inside (policy.pth or an optimizer's .pth) holds Python objects that only "
+            f"unpickling could build, and unpickling can run code: refused; load it with {TRUST_PICKLES_OPTION} "
+            f"(or PPO.load) only if you trust the file"
+        ) from None
 
 
 # --- VecNormalize statistics as plain data ---------------------------------------------------------------------
@@ -681,41 +738,104 @@ def save_vecnormalize_statistics(vec_normalize: VecNormalize | VecNormalizeStati
     return path
 
 
-def _read_rms(arrays: Any, prefix: str, where: str) -> RunningMeanStd:
-    try:
-        mean, var, count = (np.asarray(arrays[f"{prefix}.{name}"]) for name in ("mean", "var", "count"))
-    except KeyError as error:
-        raise ValueError(f"{where} lacks the array {error.args[0]!r}") from None
-    if mean.dtype != np.float64 or var.dtype != np.float64 or mean.shape != var.shape or count.shape != ():
-        raise ValueError(f"{where}: {prefix} must hold float64 mean and var of one shape and a scalar count, got "
-                         f"{mean.dtype}{mean.shape}, {var.dtype}{var.shape}, count {count.dtype}{count.shape}")
+#: Most numbers in one array of a statistics file (an observation of 4 M numbers: a 2048 x 2048 image).
+MAX_STATISTICS_VALUES = 1 << 22
+#: Longest settings text (JSON) of a statistics file (a few hundred characters; more with many observation keys).
+MAX_SETTINGS_CHARACTERS = 1 << 20
+
+
+def npz_headers(archive: zipfile.ZipFile, where: str) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """The shape and dtype of every array of an ``.npz`` (by name, without ``.npy``), read from the ``.npy`` headers
+    only (:mod:`numpy.lib.format`), so that sizes are known before any array is read.
+
+    :raises ValueError: for an entry that is not a ``.npy`` array of format 1.0 or 2.0 (what ``numpy.savez`` writes).
+    """
+    readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+    headers = {}
+    for info in archive.infolist():
+        with archive.open(info) as member:
+            try:
+                version = np.lib.format.read_magic(member)
+                if version not in readers:
+                    raise ValueError(f"format version {version} is not read")
+                shape, _, dtype = readers[version](member)
+            except ValueError as error:
+                raise ValueError(f"{where}: its entry {info.filename!r} is not a .npy array ({error})") from None
+        headers[info.filename.removesuffix(".npy")] = (tuple(shape), dtype)
+    return headers
+
+
+def _expected_observation_shape(observation_space: spaces.Space | None, key: str | None) -> tuple[int, ...] | None:
+    """The shape of VecNormalize's observation statistics (of ``key`` for a ``Dict`` space) for ``observation_space``;
+    ``None`` when there is no space to compare with."""
+    if observation_space is None:
+        return None
+    if key is None:
+        return None if isinstance(observation_space, spaces.Dict) else tuple(observation_space.shape)
+    if isinstance(observation_space, spaces.Dict) and key in observation_space.spaces:
+        return tuple(observation_space.spaces[key].shape)
+    return None
+
+
+def check_statistics_arrays(headers: Mapping[str, tuple[tuple[int, ...], np.dtype]], settings: Mapping[str, Any], *,
+                            where: str, observation_space: spaces.Space | None = None) -> None:
+    """Check, on their headers (:func:`npz_headers`), the arrays a statistics file must hold for its ``settings``:
+    float64 ``<prefix>.mean`` and ``.var`` of one shape and a scalar ``.count`` for ``ret``, ``obs`` (when
+    observations are normalised) or ``obs.<i>`` (per key of ``Dict`` observations); and, given the env's
+    ``observation_space``, observation statistics of its shape.
+
+    :raises ValueError: naming the missing or misshapen array.
+    """
+    prefixes: list[tuple[str, str | None]] = [("ret", None)]
+    if settings.get("obs_keys") is not None:
+        prefixes += [(f"obs.{index}", key) for index, key in enumerate(settings["obs_keys"])]
+    elif settings.get("norm_obs"):
+        prefixes.append(("obs", None))
+    for prefix, key in prefixes:
+        names = [f"{prefix}.{name}" for name in ("mean", "var", "count")]
+        missing = [name for name in names if name not in headers]
+        if missing:
+            raise ValueError(f"{where} lacks the array {missing[0]!r}")
+        (mean_shape, mean_dtype), (var_shape, var_dtype), (count_shape, count_dtype) = (headers[name] for name in names)
+        if mean_dtype != np.float64 or var_dtype != np.float64 or mean_shape != var_shape or count_shape != ():
+            raise ValueError(f"{where}: {prefix} must hold float64 mean and var of one shape and a scalar count, got "
+                             f"{mean_dtype}{mean_shape}, {var_dtype}{var_shape}, count {count_dtype}{count_shape}")
+        expected = _expected_observation_shape(observation_space, key) if prefix != "ret" else ()
+        if expected is not None and mean_shape != expected:
+            observations = "observations" if key is None else f"observations[{key!r}]"
+            raise ValueError(f"the saved VecNormalize statistics have shape {mean_shape}, the env's {observations} "
+                             f"{expected} ({where})")
+
+
+def _read_rms(arrays: Any, prefix: str) -> RunningMeanStd:
+    """The running statistics ``prefix`` of an open statistics file, checked by :func:`check_statistics_arrays`."""
+    mean, var, count = (np.asarray(arrays[f"{prefix}.{name}"]) for name in ("mean", "var", "count"))
     rms = RunningMeanStd(shape=mean.shape)
     rms.mean, rms.var, rms.count = mean.copy(), var.copy(), float(count)
     return rms
 
 
 def check_statistics_settings(settings: Mapping[str, Any], *, where: str) -> None:
-    """Raise ``ValueError`` unless ``settings`` holds every ``VecNormalize`` setting with its type."""
+    """Raise ``ValueError`` unless ``settings`` holds every ``VecNormalize`` setting, each by the rule a zoo config's
+    ``normalize`` follows (:func:`~sb3_ppo_ext.validation.check_vecnormalize_kwargs`)."""
     missing = [name for name in _STATISTICS_SETTINGS if name not in settings]
     if missing:
         raise ValueError(f"{where}: the settings lack {missing}")
-    for name in ("training", "norm_obs", "norm_reward"):
-        if not isinstance(settings[name], bool):
-            raise ValueError(f"{where}: {name} must be a boolean, got {settings[name]!r}")
-    for name in ("clip_obs", "clip_reward", "gamma", "epsilon"):
-        if isinstance(settings[name], bool) or not isinstance(settings[name], (int, float)):
-            raise ValueError(f"{where}: {name} must be a number, got {settings[name]!r}")
-    keys = settings["norm_obs_keys"]
-    if keys is not None and not (isinstance(keys, list) and all(isinstance(key, str) for key in keys)):
-        raise ValueError(f"{where}: norm_obs_keys must be a list of strings or null, got {keys!r}")
+    check_vecnormalize_kwargs({name: settings[name] for name in _STATISTICS_SETTINGS}, name=f"{where}: the setting")
 
 
-def read_vecnormalize_statistics(path: str) -> VecNormalizeStatistics:
+def read_vecnormalize_statistics(path: str, observation_space: spaces.Space | None = None) -> VecNormalizeStatistics:
     """The statistics written by :func:`save_vecnormalize_statistics`, read without unpickling.
 
+    Sizes are checked before anything is read: the zip's entries (:func:`check_zip_sizes`), then each array's shape
+    and dtype on its ``.npy`` header (:func:`npz_headers`: at most :data:`MAX_STATISTICS_VALUES` numbers, a settings
+    text of at most :data:`MAX_SETTINGS_CHARACTERS`), and against ``observation_space`` when given
+    (:func:`check_statistics_arrays`).
+
     :param path: the ``.npz`` statistics file, or the ``vecnormalize.pkl`` it is the twin of (:func:`statistics_path`).
+    :param observation_space: the observation space of the env the statistics are for, if known.
     :raises PickleRefusedError: when only the pickle exists.
-    :raises ValueError: when the file is missing or not such a file.
+    :raises ValueError: when the file is missing, not such a file, too large or of other shapes than the env's.
     """
     twin = statistics_path(path)
     if not os.path.isfile(twin):
@@ -725,16 +845,28 @@ def read_vecnormalize_statistics(path: str) -> VecNormalizeStatistics:
         raise ValueError(f"no VecNormalize statistics file {twin!r}")
     try:
         with np.load(twin, allow_pickle=False) as arrays:
+            check_zip_sizes(arrays.zip, twin, nested=())
+            headers = npz_headers(arrays.zip, twin)
+            for name, (shape, dtype) in headers.items():
+                values = math.prod(shape) * max(1, dtype.itemsize // 8)  # a string of n characters: n / 2 numbers' room
+                if values > MAX_STATISTICS_VALUES:
+                    raise ValueError(f"{twin}: its array {name!r} has shape {shape} of {dtype}, more than "
+                                     f"{MAX_STATISTICS_VALUES} numbers (MAX_STATISTICS_VALUES); refused before reading it")
+            shape, dtype = headers.get("settings", ((), np.dtype(np.float64)))
+            if shape != () or dtype.kind != "U" or dtype.itemsize // 4 > MAX_SETTINGS_CHARACTERS:
+                raise ValueError(f"{twin}: its settings must be one text of at most {MAX_SETTINGS_CHARACTERS} "
+                                 f"characters, got {dtype}{shape}")
             settings = json.loads(str(arrays["settings"][()]))
             if not isinstance(settings, dict) or settings.get("format_version") != STATISTICS_FORMAT_VERSION:
-                raise ValueError(f"{twin}: format_version {settings.get('format_version')!r}, this version reads "
-                                 f"{STATISTICS_FORMAT_VERSION}")
-            ret_rms = _read_rms(arrays, "ret", twin)
+                version = settings.get("format_version") if isinstance(settings, dict) else None
+                raise ValueError(f"{twin}: format_version {version!r}, this version reads {STATISTICS_FORMAT_VERSION}")
+            check_statistics_arrays(headers, settings, where=twin, observation_space=observation_space)
+            ret_rms = _read_rms(arrays, "ret")
             obs_rms: RunningMeanStd | dict[str, RunningMeanStd] | None = None
             if settings.get("obs_keys") is not None:
-                obs_rms = {key: _read_rms(arrays, f"obs.{index}", twin) for index, key in enumerate(settings["obs_keys"])}
+                obs_rms = {key: _read_rms(arrays, f"obs.{index}") for index, key in enumerate(settings["obs_keys"])}
             elif settings.get("norm_obs"):
-                obs_rms = _read_rms(arrays, "obs", twin)
+                obs_rms = _read_rms(arrays, "obs")
     except (OSError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as error:
         raise ValueError(f"{twin} is not a VecNormalize statistics file ({error})") from None
     check_statistics_settings(settings, where=twin)
@@ -748,4 +880,4 @@ def load_vecnormalize_without_pickles(path: str, venv: VecEnv) -> VecNormalize:
     :param venv: the env to wrap.
     :raises PickleRefusedError: when only the pickle exists (a ``ValueError`` naming ``--trust-pickles``).
     """
-    return read_vecnormalize_statistics(path).wrap(venv)
+    return read_vecnormalize_statistics(path, venv.observation_space).wrap(venv)

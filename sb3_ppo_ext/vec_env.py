@@ -117,27 +117,34 @@ class EnvGroup:
         return stack_observations(observations, self.envs[0].observation_space), reset_infos
 
     def render(self, local_indices: Sequence[int]) -> list[Any]:
+        """The ``render()`` of each env at ``local_indices`` (positions within this group)."""
         return [self.envs[index].render() for index in local_indices]
 
     def get_attr(self, local_indices: Sequence[int], name: str) -> list[Any]:
+        """Attribute ``name`` of each env at ``local_indices``, looked up through its wrappers."""
         return [self.envs[index].get_wrapper_attr(name) for index in local_indices]
 
     def has_attr(self, name: str) -> bool:
+        """Whether every env of the group has attribute ``name`` (on itself or a wrapper)."""
         return all(_has_wrapper_attr(env, name) for env in self.envs)
 
     def set_attr(self, local_indices: Sequence[int], name: str, value: Any) -> None:
+        """Set attribute ``name`` of each env at ``local_indices``."""
         for index in local_indices:
             setattr(self.envs[index], name, value)
 
     def env_method(self, local_indices: Sequence[int], name: str, args: tuple, kwargs: dict[str, Any]) -> list[Any]:
+        """Call method ``name`` of each env at ``local_indices``; the results."""
         return [self.envs[index].get_wrapper_attr(name)(*args, **kwargs) for index in local_indices]
 
     def is_wrapped(self, local_indices: Sequence[int], wrapper_class: type[gym.Wrapper]) -> list[bool]:
+        """Whether each env at ``local_indices`` is wrapped in ``wrapper_class``."""
         from stable_baselines3.common.env_util import is_wrapped
 
         return [is_wrapped(self.envs[index], wrapper_class) for index in local_indices]
 
     def close(self) -> None:
+        """Close every env of the group."""
         for env in self.envs:
             env.close()
 

@@ -34,3 +34,22 @@ def one_torch_thread():
     th.set_num_threads(1)
     yield
     th.set_num_threads(threads)
+
+
+@pytest.fixture
+def refused_within():
+    """Run ``call()``, which must raise ``error`` (a type); return the error, the seconds it took and how far it raised
+    the process's peak memory (bytes, from ``resource.getrusage``): what a refused resource bomb must keep small."""
+    import resource
+    import time
+
+    def run(call, error: type[BaseException] = ValueError) -> tuple[BaseException, float, int]:
+        peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        started = time.perf_counter()
+        with pytest.raises(error) as raised:
+            call()
+        seconds = time.perf_counter() - started
+        grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before) * 1024  # ru_maxrss: KiB on Linux
+        return raised.value, seconds, grown
+
+    return run

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import glob
+import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 
@@ -17,7 +19,15 @@ from stable_baselines3.common.callbacks import BaseCallback
 from sb3_ppo_ext import PPO
 from sb3_ppo_ext.cli import is_user_error, main
 from sb3_ppo_ext.zoo.commands import NO_PROGRESS, amend_parser, headless_sdl_settings
-from sb3_ppo_ext.zoo.runs import Run, list_runs, missing_run_message, newest_run
+from sb3_ppo_ext.zoo.runs import (
+    Run,
+    holds_model,
+    holds_only_setup_files,
+    list_runs,
+    missing_run_message,
+    model_file_pattern,
+    newest_run,
+)
 
 #: A config whose budget is tiny, so that a train command that ignored -n would end quickly (and fail its test).
 TINY_CONFIG = "CartPole-v1:\n  policy: 'MlpPolicy'\n  n_timesteps: 64\n  n_envs: 1\n  n_steps: 64\n  batch_size: 64\n"
@@ -170,7 +180,8 @@ def sb3_ppo_run(tmp_path_factory):
 def test_enjoy_plays_the_newest_run_whatever_its_algorithm(sb3_ppo_run, capsys):
     main(["enjoy", "--env", "Pendulum-v1", "-f", str(sb3_ppo_run), "-n", "5", "--no-render"])
     output = capsys.readouterr().out
-    assert f"Runs of Pendulum-v1 under {sb3_ppo_run}/ by ppo, ppo_ext: using the newest, ppo's (--algo chooses)" in output
+    # The older ppo_ext run holds no model: not a candidate, and not newer than the run played.
+    assert f"Loading latest experiment with a model, id=1 ({sb3_ppo_run / 'ppo' / 'Pendulum-v1_1'})" in output
     assert os.path.join("ppo", "Pendulum-v1_1", "Pendulum-v1.zip") in output
 
 
@@ -185,6 +196,65 @@ def test_export_finds_the_algorithm_too(sb3_ppo_run, tmp_path):
     output = tmp_path / "pendulum.onnx"
     main(["export", "--env", "Pendulum-v1", "-f", str(sb3_ppo_run), "-o", str(output)])
     assert output.stat().st_size > 0
+
+
+def test_the_model_file_of_the_load_options_and_whether_a_run_holds_it(tmp_path):
+    assert model_file_pattern("Pendulum-v1") == "Pendulum-v1.zip"
+    assert model_file_pattern("Pendulum-v1", load_best=True) == "best_model.zip"
+    assert model_file_pattern("Pendulum-v1", load_checkpoint=500) == "rl_model_500_steps.zip"
+    assert model_file_pattern("Pendulum-v1", load_last_checkpoint=True) == "rl_model_*_steps.zip"
+    (tmp_path / "0.monitor.csv").write_text("")
+    assert not holds_model(str(tmp_path), "Pendulum-v1.zip") and not holds_model(str(tmp_path), "rl_model_*_steps.zip")
+    (tmp_path / "rl_model_500_steps.zip").write_text("")
+    assert holds_model(str(tmp_path), "rl_model_*_steps.zip") and not holds_model(str(tmp_path), "best_model.zip")
+
+
+def test_only_what_set_up_writes_counts_as_an_unstarted_run(tmp_path):
+    (tmp_path / "Pendulum-v1").mkdir()
+    (tmp_path / "0.monitor.csv").write_text("")
+    (tmp_path / "Pendulum-v1" / "config.yml").write_text("")
+    assert holds_only_setup_files(str(tmp_path), "Pendulum-v1")
+    for extra in ("Pendulum-v1.zip", "evaluations.npz", "Pendulum-v1/notes.txt"):
+        (tmp_path / extra).write_text("")
+        assert not holds_only_setup_files(str(tmp_path), "Pendulum-v1"), extra
+        (tmp_path / extra).unlink()
+
+
+def test_a_train_that_fails_before_its_first_step_leaves_no_run_folder(tmp_path, user_error, capsys):
+    """The envs (and their monitor files) exist when the algorithm refuses its settings."""
+    refused = ["--hyperparams", "n_envs:1", "n_steps:64", "batch_size:64", "objective:'kl_penalty'", "kl_coef:0.0",
+               "kl_penalty_target:None"]
+    line = user_error(["train", "--env", "CartPole-v1", "-n", "64", *quiet(tmp_path), *refused])
+    assert "neither clipping nor a penalty" in line
+    assert os.listdir(tmp_path / "ppo_ext") == []
+    kept = tmp_path / "ppo_ext" / "CartPole-v1_1"
+    kept.mkdir()
+    (kept / "notes.txt").write_text("mine")  # an earlier run folder: left alone
+    user_error(["train", "--env", "CartPole-v1", "-n", "64", *quiet(tmp_path), *refused])
+    assert sorted(os.listdir(tmp_path / "ppo_ext")) == ["CartPole-v1_1"]
+
+
+def test_enjoy_and_export_play_the_newest_run_that_holds_a_model(sb3_ppo_run, tmp_path, capsys):
+    """A newer run folder with monitor files only (what an ``optimize`` run leaves) is passed over, by name."""
+    folder = tmp_path / "logs"
+    shutil.copytree(sb3_ppo_run, folder)
+    unfinished = folder / "ppo" / "Pendulum-v1_2"
+    (unfinished / "Pendulum-v1").mkdir(parents=True)
+    (unfinished / "0.monitor.csv").write_text('#{"t_start": 0.0, "env_id": "Pendulum-v1"}\nr,l,t\n')
+    main(["enjoy", "--env", "Pendulum-v1", "-f", str(folder), "-n", "5", "--no-render"])
+    output = capsys.readouterr().out
+    assert (f"Loading latest experiment with a model, id=1 ({folder / 'ppo' / 'Pendulum-v1_1'}; passed over "
+            "ppo/Pendulum-v1_2: no Pendulum-v1.zip in them)") in output
+    assert os.path.join("ppo", "Pendulum-v1_1", "Pendulum-v1.zip") in output
+    if importlib.util.find_spec("onnx") is not None:
+        main(["export", "--env", "Pendulum-v1", "-f", str(folder), "-o", str(tmp_path / "pendulum.onnx")])
+        assert "Exported " + os.path.join(str(folder), "ppo", "Pendulum-v1_1", "Pendulum-v1.zip") in capsys.readouterr().out
+
+
+def test_enjoy_names_the_runs_when_none_holds_the_model(sb3_ppo_run, user_error):
+    line = user_error(["enjoy", "--env", "Pendulum-v1", "-f", str(sb3_ppo_run), "--load-best"])
+    assert line.startswith(f"sb3-ppo-ext enjoy: error: no run of Pendulum-v1 under {sb3_ppo_run}/ holds best_model.zip "
+                           "(runs: ppo/Pendulum-v1_1, ppo_ext/Pendulum-v1_1)")
 
 
 def test_plot_says_where_it_wrote(sb3_ppo_run, capsys):

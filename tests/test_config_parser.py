@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import time
 
 import optuna
@@ -23,11 +24,24 @@ from sb3_ppo_ext.zoo.hyperparams import (
     check_config_document,
     check_run_folder,
     load_run_yaml,
+    number_from_text,
     preprocess_block,
     valid_keys,
 )
 from sb3_ppo_ext.zoo.safe_eval import allowed_names, parse_expression, resolve_name
-from sb3_ppo_ext.zoo.safe_yaml import MAX_YAML_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES, load_yaml, load_yaml_file
+from sb3_ppo_ext.zoo.safe_yaml import (
+    MAX_YAML_BYTES,
+    MAX_YAML_DEPTH,
+    MAX_YAML_EXPANDED_CHARACTERS,
+    MAX_YAML_NODES,
+    load_yaml,
+    load_yaml_file,
+)
+
+#: A resource bomb must be refused within these seconds and this growth of the process's peak memory (the attacks
+#: took 42 s and 5 GB before their MemoryError).
+BOMB_SECONDS = 5.0
+BOMB_BYTES = 1 << 30
 from sb3_ppo_ext.zoo.sampler import convert_ppo_ext_params, sample_ppo_ext_params
 
 
@@ -104,6 +118,9 @@ def test_our_wrappers_and_callbacks_are_allow_listed_by_import_path():
         ("dict([('a', 1)])", "dict([('a', 1)])"),
         ("-'a'", "-'a'"),
         ("b'x'", "b'x'"),
+        ("{[1]: 2}", "{[1]: 2}"),  # unhashable keys: a TypeError inside a dict display
+        ("{[1]}", "{[1]}"),
+        ("dict(a={(1, [2]): 3})", "{(1, [2]): 3}"),
     ],
 )
 def test_refuses_anything_else_naming_the_offending_text(text, offending):
@@ -112,6 +129,17 @@ def test_refuses_anything_else_naming_the_offending_text(text, offending):
     message = str(error.value)
     assert message.startswith("policy_kwargs: ")
     assert repr(offending) in message
+
+
+@pytest.mark.parametrize("text", ["-" * 100_000 + "1", "-" * 9_000 + "1", "-" * 5_000 + "1", "-" * 100 + "1",
+                                  "not " * 2_000 + "1", "[" * 150 + "]" * 150])
+def test_long_or_deeply_nested_expressions_are_refused_by_name(text, refused_within):
+    # Python's parser ends a long chain of signs in a MemoryError or RecursionError, the evaluator in a RecursionError.
+    error, seconds, grown = refused_within(lambda: parse_expression(text, what="policy_kwargs"))
+    assert re.fullmatch(r"policy_kwargs: the expression (is \d+ characters long, the limit is 10000 \(MAX_EXPRESSION_LENGTH\)|"
+                        r"nests deeper than 32 levels \(MAX_EXPRESSION_DEPTH\)); it starts '.{40}'", str(error)), error
+    assert seconds < BOMB_SECONDS and grown < BOMB_BYTES
+    assert parse_expression("-" * 20 + "1") == 1
 
 
 def test_syntax_error_is_a_value_error():
@@ -187,12 +215,58 @@ def test_preprocess_block_parses_eval_strings_and_checks_the_rest():
         ({"normalize": "__import__('os')"}, "normalize in test: \"__import__('os')\""),
         ({"monitor_kwargs": "exec('1')"}, "monitor_kwargs in test"),
         ({"replay_buffer_kwargs": "globals()"}, "replay_buffer_kwargs in test"),
+        # Numbers and lin_ strings become schedules in rl-zoo3, which the algorithm cannot check as numbers: the ends
+        # of the schedule are checked here, by the algorithm's rule.
+        ({"clip_range": 0}, "clip_range must be > 0.0, got 0: it bounds the probability ratio"),
+        ({"clip_range": 1e300}, "clip_range must be <= 1000.0, got 1e+300"),
+        ({"clip_range": "lin_-0.2"}, "clip_range (the schedule SimpleLinearSchedule(initial_value=-0.2) at "
+                                     "progress_remaining=1) must be > 0.0, got -0.2"),
+        ({"learning_rate": "lin_0"}, "learning_rate (the schedule SimpleLinearSchedule(initial_value=0.0) at "
+                                     "progress_remaining=1) must be > 0.0, got 0.0"),
+        ({"vf_learning_rate": "lin_-1"}, "vf_learning_rate (the schedule SimpleLinearSchedule(initial_value=-1.0) at "
+                                         "progress_remaining=1) must be > 0.0, got -1.0"),
+        ({"clip_range_vf": -1}, "clip_range_vf must be > 0.0, got -1"),
     ],
 )
 def test_preprocess_block_rejects(block, message):
     with pytest.raises(ValueError) as error:
         preprocess_block(block, where="test")
     assert message in str(error.value)
+
+
+def test_schedules_that_start_above_zero_pass_the_schedule_check():
+    block = {"learning_rate": "lin_3e-4", "clip_range": "lin_0.2", "clip_range_vf": 0.5, "vf_learning_rate": None}
+    parsed = preprocess_block(block, where="test")
+    assert parsed["clip_range"] == "lin_0.2" and parsed["vf_learning_rate"] is None  # rl-zoo3 builds its schedules
+    assert preprocess_block({"vf_learning_rate": "lin_1e-3"}, where="test")["vf_learning_rate"](0.5) == 5e-4
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("1e-3", 0.001), ("3E-4", 3e-4), (" 1e6 ", 1_000_000), ("64", 64), ("-0.5", -0.5), (".5", 0.5), ("+2", 2),
+     ("lin_1e-3", "lin_1e-3"), ("1e-3x", "1e-3x"), ("abc", "abc"), ("", ""), (0.5, 0.5), (None, None)],
+)
+def test_numbers_written_as_strings_read_as_numbers(text, expected):
+    """PyYAML (YAML 1.1) reads ``1e-3`` as a string: a float needs a dot there."""
+    value = number_from_text(text)
+    assert value == expected and type(value) is type(expected)
+
+
+def test_a_yaml_number_without_a_dot_is_the_number_where_a_number_is_expected():
+    block = load_yaml("learning_rate: 1e-3\nent_coef: 1e-2\nn_timesteps: 2e5\nvf_learning_rate: 5e-4\nobjective: 1e3\n",
+                      where="test")
+    assert block["learning_rate"] == "1e-3"  # what PyYAML gives
+    parsed = preprocess_block(block, where="test", algorithm=PPO)
+    assert parsed["learning_rate"] == 1e-3 and parsed["ent_coef"] == 1e-2 and parsed["n_timesteps"] == 200_000
+    assert parsed["vf_learning_rate"] == 5e-4
+    assert parsed["objective"] == "1e3"  # a string setting stays a string (and the algorithm refuses it by name)
+    assert preprocess_block({"learning_rate": "1e-3"}, where="test")["learning_rate"] == 1e-3  # schedules: any algorithm
+    for refused in ("1e-3x", "lin_abc", "exp_1e-3"):
+        with pytest.raises(ValueError, match=f"learning_rate must be a number or a linear schedule .* got '{refused}'"):
+            preprocess_block({"learning_rate": refused}, where="test", algorithm=PPO)
+    with pytest.raises(ValueError, match="learning_rate must be > 0.0, got -0.001"):
+        preprocess_block({"learning_rate": "-1e-3"}, where="test", algorithm=PPO)
+    assert parse_key_value_arguments(["learning_rate:1e-3"], option="--hyperparams") == {"learning_rate": 1e-3}
 
 
 def test_class_paths_accept_kwargs_items():
@@ -336,6 +410,21 @@ def test_run_files_are_written_as_plain_yaml_values():
     assert type(to_plain_yaml(value)) is dict
 
 
+def test_classes_a_run_file_saves_as_import_paths_are_read_back_as_classes():
+    from stable_baselines3.common.torch_layers import NatureCNN
+
+    from sb3_ppo_ext.zoo.experiment import to_plain_yaml
+
+    policy_kwargs = {"activation_fn": nn.ReLU, "optimizer_class": optim.AdamW, "features_extractor_class": NatureCNN}
+    saved = to_plain_yaml({"policy_kwargs": policy_kwargs})  # what config.yml holds after --hyperparams policy_kwargs:...
+    assert saved["policy_kwargs"]["activation_fn"] == "torch.nn.modules.activation.ReLU"
+    parsed = preprocess_block(saved, where="config.yml")
+    assert parsed["policy_kwargs"] == policy_kwargs
+    check_block_values(parsed, where="config.yml")
+    with pytest.raises(ValueError, match="activation_fn must be a class deriving from torch.nn.Module .* got 'os.system'"):
+        check_block_values(preprocess_block({"policy_kwargs": {"activation_fn": "os.system"}}, where="c"), where="c")
+
+
 def billion_laughs(levels: int = 9) -> str:
     """A YAML alias bomb: each anchor a list of nine aliases of the previous one (9**levels strings, ~600 bytes)."""
     lines = ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
@@ -414,14 +503,46 @@ def test_config_documents_of_the_wrong_shape_are_refused(document, message):
         ({"policy_kwargs": {"net_arch": {"pi": [64], "vf": "64"}}}, "net_arch\\['vf'\\] must be a list"),
         ({"policy_kwargs": {"net_arch": [8] * 100}}, "at most 64 layers"),
         ({"policy_kwargs": {"lstm_hidden_size": 10**6}}, "lstm_hidden_size must be <= 8192"),
+        ({"n_epochs": 10**30}, "n_epochs must be <= 1000 \\(MAX_N_EPOCHS\\), got 10{30}"),
+        ({"frame_stack": 1_000_000_000}, "frame_stack must be <= 256 \\(MAX_FRAME_STACK\\), got 1000000000"),
+        ({"frame_stack": -3}, "frame_stack must be >= 1, got -3"),
+        ({"normalize": {"norm_obs": 5}}, "normalize norm_obs must be True or False, got 5"),
+        ({"normalize": {"clip_obs": -1.0}}, "normalize clip_obs must be a number > 0, got -1.0"),
+        ({"normalize": {"clip_ob": 5.0}}, "VecNormalize takes no argument 'clip_ob' \\(did you mean 'clip_obs'"),
+        ({"policy_kwargs": {"ortho_init": "no"}}, "policy_kwargs ortho_init must be True or False, got 'no'"),
+        ({"policy_kwargs": {"activation_fn": "relu"}}, "activation_fn must be a class deriving from torch.nn.Module"),
+        ({"policy_kwargs": {"activation_fn": nn.ReLU()}}, "activation_fn must be a class deriving from torch.nn.Module"),
+        ({"policy_kwargs": {"optimizer_class": nn.ReLU}}, "optimizer_class must be a class deriving from torch.optim"),
+        ({"policy_kwargs": {"optimizer_kwargs": 5}}, "policy_kwargs optimizer_kwargs must be a dict"),
+        ({"policy_kwargs": {"log_std_init": "x"}}, "policy_kwargs log_std_init must be a finite number"),
+        ({"policy_kwargs": {"net_arch": [64, {"pi": [32]}]}}, "holds a dict .* among layer widths"),
+        ({"env_kwargs": {1: 2}}, "env_kwargs: argument names must be identifier strings, got the key 1"),
     ],
 )
 def test_block_values_of_the_wrong_type_or_an_absurd_size_are_refused(block, message):
     with pytest.raises(ValueError, match=message):
         check_block_values(block, where="the 'CartPole-v1' block of c.yml")
     check_block_values({"n_envs": 8.0, "n_steps": 2048, "batch_size": 64, "buffer_size": 1e6, "n_timesteps": 1e6,
-                        "normalize": {"norm_reward": False}, "policy_kwargs": {"net_arch": {"pi": [64], "vf": [64]}}},
+                        "n_epochs": 10, "frame_stack": 4, "normalize": {"norm_reward": False, "clip_obs": 5.0},
+                        "policy_kwargs": {"net_arch": {"pi": [64], "vf": [64]}, "activation_fn": nn.ReLU,
+                                          "optimizer_class": optim.AdamW, "ortho_init": False, "log_std_init": -1}},
                        where="fine")
+    check_block_values({"frame_stack": None, "policy_kwargs": {"net_arch": [{"pi": [8], "vf": [8]}]}},
+                       where="fine")  # rl-zoo3: no stacking; SB3 still reads the pre-1.8 net_arch
+
+
+def test_aliases_of_a_long_string_cost_its_length(refused_within):
+    # 640 kB: 8,000 aliases of one 640,000-character string are 8,003 nodes, within MAX_YAML_NODES, but print as 5 GB
+    # (what rl-zoo3's pprint of the block did, for 42 s).
+    bomb = "a: &a '" + "x" * 640_000 + "'\nb: [" + ", ".join(["*a"] * 8000) + "]\n"
+    assert len(bomb) < MAX_YAML_BYTES
+    error, seconds, grown = refused_within(lambda: load_yaml(bomb, where="long.yml"))
+    assert (f"long.yml expands to more than {MAX_YAML_EXPANDED_CHARACTERS} characters of keys and values once its "
+            "aliases are expanded (line 2)") in str(error)
+    assert seconds < BOMB_SECONDS and grown < BOMB_BYTES
+    # A long &defaults block merged into many blocks stays within the limit.
+    merges = "defaults: &d {note: '" + "y" * 10_000 + "'}\n" + "".join(f"e{i}:\n  <<: *d\n  n: {i}\n" for i in range(100))
+    assert load_yaml(merges, where="merges.yml")["e99"] == {"note": "y" * 10_000, "n": 99}
 
 
 def test_an_alias_bomb_in_a_run_file_is_refused_quickly(tmp_path):

@@ -277,23 +277,57 @@ def test_electricity_cost_uses_clipped_action_unless_quirks(walker, quirks):
         quirky.close()
 
 
-@pytest.mark.parametrize("quirks", [True, ("late_foot_contacts",)])
-def test_contact_flags_are_current_unless_quirks(walker, quirks):
-    quirky = Walker2DEnv(reference_quirks=quirks)
+@pytest.mark.parametrize("late_kwargs", [
+    dict(reference_quirks=True), dict(reference_quirks=("late_foot_contacts",)), dict(foot_contacts="previous"),
+])
+def test_contact_flags_are_current_or_one_step_old(late_kwargs):
+    current_env, late_env = Walker2DEnv(foot_contacts="current"), Walker2DEnv(**late_kwargs)
     try:
-        walker.reset(seed=2)
-        quirky.reset(seed=2)
+        assert (current_env.foot_contacts, late_env.foot_contacts) == ("current", "previous")
+        current_env.reset(seed=2)
+        late_env.reset(seed=2)
         current = []
         late = []
         for _ in range(25):
-            obs, *_ = walker.step(np.zeros(6))
-            quirky_obs, *_ = quirky.step(np.zeros(6))
+            obs, *_ = current_env.step(np.zeros(6))
+            late_obs, *_ = late_env.step(np.zeros(6))
             current.append(obs[-2:])
-            late.append(quirky_obs[-2:])
+            late.append(late_obs[-2:])
         assert np.any(np.array(current) > 0)
         np.testing.assert_array_equal(np.array(late[1:]), np.array(current[:-1]))
     finally:
-        quirky.close()
+        current_env.close()
+        late_env.close()
+
+
+@pytest.mark.parametrize(("ours", "reference_id"), [(Walker2DEnv, "Walker2DBulletEnv-v0"), (HumanoidEnv, "HumanoidBulletEnv-v0")])
+def test_the_named_contact_option_is_the_reference_quirk(ours, reference_id):
+    """``foot_contacts="previous"`` with the two other quirks is pybullet_envs exactly, whatever the default."""
+    pytest.importorskip("pybullet_envs_gymnasium")
+    reference = gym.make(reference_id, disable_env_checker=True).unwrapped
+    env = ours(reference_quirks=["floor_in_centre", "raw_action_electricity"], foot_contacts="previous")
+    try:
+        reference.reset(seed=0)
+        ref_obs, _ = reference.reset(seed=1)
+        obs, _ = env.reset(seed=1)
+        rng = np.random.default_rng(1)
+        for _ in range(40):
+            action = rng.uniform(-1.0, 1.0, size=env.action_space.shape)
+            ref_obs, *_ = reference.step(action)
+            obs, *_ = env.step(action)
+            np.testing.assert_array_equal(obs, ref_obs)
+    finally:
+        env.close()
+        reference.close()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(foot_contacts="late"), r"foot_contacts must be None or one of \['current', 'previous'\]"),
+    (dict(foot_contacts="current", reference_quirks=True), "not be 'current' when reference_quirks holds"),
+])
+def test_bad_contact_settings_are_named(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        Walker2DEnv(**kwargs)
 
 
 # --- episode rules -------------------------------------------------------------------------------------------

@@ -1,13 +1,15 @@
-"""The robustness campaign of issue 13, rerun as tests: untrusted files never run code, hostile inputs end in a
-named error at once.
+"""The robustness campaigns, rerun as tests: untrusted files never run code, hostile inputs end in a named error at
+once.
 
-Two campaigns, each one test that runs every case, counts the outcomes and prints them:
+Three campaigns, each one test that runs every case, counts the outcomes and prints them:
 
 - malicious zoo configs, command-line values and run folders (``train``, ``enjoy``, ``record-video``): each payload
   would create a marker file if it ran; each must end the command with a one-line refusal, leave no marker, and (the
   denial-of-service ones: alias bombs, absurd sizes) do so in well under a second;
 - bad env and config inputs: each must raise a ``ValueError`` (``RuntimeError`` for a closed env) whose message names
-  the parameter, at construction or at the call, never a ``TypeError`` / ``KeyError`` / ``AttributeError`` later.
+  the parameter, at construction or at the call, never a ``TypeError`` / ``KeyError`` / ``AttributeError`` later;
+- bad settings of ``sb3_ppo_ext.PPO(...)``: each must raise a ``HyperparameterError`` naming the setting when the
+  model is made, never hang in ``learn`` or fail inside numpy or torch.
 
 ``pytest -s -q -p no:xdist tests/test_robustness.py`` shows the figures.
 """
@@ -21,9 +23,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+import pytest
 import torch as th
 
+from sb3_ppo_ext import PPO
 from sb3_ppo_ext.cli import main
+from sb3_ppo_ext.validation import HyperparameterError
 
 #: Longest a denial-of-service case may take to be refused (s): the issue measured 66 s and 8 GB for the alias bomb.
 DOS_SECONDS = 1.0
@@ -96,6 +101,9 @@ MALICIOUS_BLOCKS: dict[str, tuple[str, list[str], bool]] = {
     "n_steps 1e9": ("n_steps: 1000000000", [], True),
     "net_arch 1e6 wide": ("policy_kwargs: \"dict(net_arch=[1000000, 1000000])\"", [], True),
     "buffer_size 1e11 (sac)": ("buffer_size: 100000000000", ["--algo", "sac"], True),
+    "frame_stack 1e9": ("frame_stack: 1000000000", [], True),
+    "n_epochs 1e30": ("n_epochs: 1000000000000000000000000000000", [], True),
+    "policy_kwargs of 100,000 minus signs": ('policy_kwargs: "' + "-" * 100_000 + '1"', [], True),
 }
 
 
@@ -113,6 +121,10 @@ def malicious_train_cases(folder, marker: str) -> dict[str, tuple[list[str], boo
     bomb = folder / "bomb.yml"
     bomb.write_text(billion_laughs() + "Pendulum-v1:\n  policy: 'MlpPolicy'\n  n_timesteps: 1000\n  env_kwargs: {x: *l8}\n")
     cases["config: billion laughs"] = (["-conf", str(bomb)], True)
+    long_string = folder / "long_string.yml"  # 8,000 aliases of a 640 kB string: few nodes, 5 GB once printed
+    long_string.write_text("a: &a '" + "x" * 640_000 + "'\nPendulum-v1:\n  policy: 'MlpPolicy'\n  n_timesteps: 1000\n"
+                           "  env_kwargs: {x: [" + ", ".join(["*a"] * 8000) + "]}\n")
+    cases["config: aliases of a 640 kB string"] = (["-conf", str(long_string)], True)
     deep = folder / "deep.yml"
     deep.write_text("Pendulum-v1: " + "[" * 200_000 + "\n")
     cases["config: 200,000 nested lists"] = (["-conf", str(deep)], True)
@@ -292,6 +304,25 @@ BAD_CONFIGS: dict[str, tuple[str, str]] = {
     "net_arch: '64'": ("Pendulum-v1:\n  policy: MlpPolicy\n  n_timesteps: 64\n  policy_kwargs: \"dict(net_arch='64')\"\n",
                        "net_arch must be a list"),
 }
+#: Settings that used to train to the end (rl-zoo3 turns numbers and lin_ strings into schedules, which escaped the
+#: algorithm's number checks), to fail inside numpy / torch, or to end in a TypeError: line -> a text the error holds.
+BAD_SETTINGS: dict[str, str] = {
+    "clip_range: 0": "clip_range must be > 0.0, got 0",
+    "clip_range: lin_-0.2": "clip_range (the schedule SimpleLinearSchedule(initial_value=-0.2)",
+    "learning_rate: lin_0": "learning_rate (the schedule SimpleLinearSchedule(initial_value=0.0)",
+    "vf_learning_rate: lin_-1": "vf_learning_rate (the schedule SimpleLinearSchedule(initial_value=-1.0)",
+    "normalize: 'dict(norm_obs=5)'": "normalize norm_obs must be True or False, got 5",
+    "frame_stack: -3": "frame_stack must be >= 1, got -3",
+    "policy_kwargs: \"dict(ortho_init='no')\"": "policy_kwargs ortho_init must be True or False",
+    "policy_kwargs: \"dict(activation_fn='tanh')\"": "policy_kwargs activation_fn must be a class",
+    "policy_kwargs: \"dict(optimizer_kwargs=[1])\"": "policy_kwargs optimizer_kwargs must be a dict",
+    "policy_kwargs: \"dict(featurs_extractor_class=None)\"": "takes no argument 'featurs_extractor_class' (did you mean",
+    "policy_kwargs: \"dict(use_sde=True)\"": "policy_kwargs must not set 'use_sde'",
+    "policy_kwargs: \"{[1]: 2}\"": "dict keys and set members must be hashable",
+    "env_kwargs: {1: 2}": "env_kwargs: argument names must be identifier strings",
+}
+BAD_CONFIGS.update({setting: (f"Pendulum-v1:\n  policy: MlpPolicy\n  n_timesteps: 64\n  n_steps: 64\n  batch_size: 64\n"
+                              f"  {setting}\n", message) for setting, message in BAD_SETTINGS.items()})
 
 
 def test_bad_env_and_config_inputs_raise_named_errors(tmp_path, monkeypatch, capsys):
@@ -321,3 +352,56 @@ def test_bad_env_and_config_inputs_raise_named_errors(tmp_path, monkeypatch, cap
           f"({tally.count('names_it')} without the parameter's name)")
     assert tally.cases == len(BAD_ENV_INPUTS) + len(BAD_CONFIGS)
     assert not tally.broken, tally.broken
+
+
+# --- bad settings of the algorithm ------------------------------------------------------------------------------
+
+#: id -> (PPO keyword arguments on CartPole, a text the HyperparameterError must hold).
+BAD_API_SETTINGS: dict[str, tuple[dict, str]] = {
+    "n_epochs=10**30 (learn(128) ran for hours)": (dict(n_epochs=10**30), "n_epochs must be <= 1000 (MAX_N_EPOCHS)"),
+    "batch_size=1e30 (accepted)": (dict(batch_size=1e30), "batch_size must be <= 4194304 (MAX_ROLLOUT_TRANSITIONS)"),
+    "n_steps=1e30 (numpy: maximum dimension)": (dict(n_steps=1e30), "n_steps must be <= 4194304"),
+    "n_steps * n_envs too large": (dict(n_steps=4_000_000, n_envs=2), "n_steps * n_envs must be <= 4194304"),
+    "clip_range=1e300 (torch: overflow)": (dict(clip_range=1e300), "clip_range must be <= 1000.0"),
+    "clip_range_vf=1e300 (torch: overflow)": (dict(clip_range_vf=1e300), "clip_range_vf must be <= 1000000000.0"),
+    "clip_range schedule of -0.2 (accepted)": (dict(clip_range=lambda progress: -0.2), "at progress_remaining=1) must be > 0"),
+    "learning_rate schedule ending at -1": (dict(learning_rate=lambda progress: progress - 1e-3),
+                                            "at progress_remaining=0) must be >= 0.0, got -0.001"),
+    "vf_learning_rate schedule that fails": (dict(vf_learning_rate=lambda progress: 1 / 0),
+                                             "vf_learning_rate: the schedule"),
+    "policy_kwargs a string (TypeError)": (dict(policy_kwargs="dict(net_arch=[64])"), "policy_kwargs must be a dict"),
+    "rollout_buffer_kwargs a string (TypeError)": (dict(rollout_buffer_kwargs="x"),
+                                                   "rollout_buffer_kwargs must be a dict"),
+    "net_arch [64, dict(...)] (TypeError)": (dict(policy_kwargs=dict(net_arch=[64, dict(pi=[32])])),
+                                             "policy_kwargs net_arch holds a dict"),
+    "net_arch dict with qf (ignored)": (dict(policy_kwargs=dict(net_arch=dict(pi=[8], qf=[8]))), "got the key 'qf'"),
+    "activation_fn a name (TypeError)": (dict(policy_kwargs=dict(activation_fn="relu")), "activation_fn must be a class"),
+    "policy_kwargs unknown key (TypeError)": (dict(policy_kwargs=dict(ortho_int=False)),
+                                              "takes no argument 'ortho_int' (did you mean 'ortho_init'?"),
+}
+
+
+def test_bad_api_settings_raise_named_errors():
+    from stable_baselines3.common.env_util import make_vec_env
+
+    tally, slowest = Tally(), 0.0
+    for name, (kwargs, text) in BAD_API_SETTINGS.items():
+        kwargs = dict(n_steps=64, batch_size=32) | kwargs
+        env = make_vec_env("CartPole-v1", n_envs=kwargs.pop("n_envs", 1))
+        started = time.perf_counter()
+        try:
+            PPO("MlpPolicy", env, device="cpu", **kwargs).learn(128)
+            outcome: BaseException | None = None
+        except Exception as error:  # noqa: BLE001  (the campaign checks the type)
+            outcome = error
+        slowest = max(slowest, time.perf_counter() - started)
+        tally.record(f"{name}: {outcome!r}", named=isinstance(outcome, HyperparameterError), names_it=text in str(outcome))
+    print(f"\nbad settings of PPO: {tally.cases} cases, {tally.cases - tally.count('named')} HyperparameterErrors "
+          f"({tally.count('names_it')} without the setting's name), the slowest refused in {slowest:.2f} s")
+    assert tally.cases == len(BAD_API_SETTINGS)
+    assert not tally.broken, tally.broken
+    assert slowest < DOS_SECONDS
+    # The settings of SB3's own examples stay valid: a schedule that ends at 0, the pre-1.8 net_arch (SB3 warns).
+    with pytest.warns(UserWarning, match="shared layers in the mlp_extractor are removed"):
+        PPO("MlpPolicy", "CartPole-v1", n_steps=64, batch_size=32, clip_range=lambda progress: progress * 0.2,
+            learning_rate=lambda progress: progress * 3e-4, policy_kwargs=dict(net_arch=[dict(pi=[8], vf=[8])]))

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import base64
 import glob
+import io
 import json
 import os
 import pickle
+import re
 import shutil
+import struct
 import zipfile
+import zlib
 
 import cloudpickle
 import gymnasium as gym
@@ -295,6 +299,121 @@ def test_statistics_round_trip_and_refusals(tmp_path):
     with pytest.raises(PickleRefusedError, match="saved only as a pickle.*--trust-pickles.*VecNormalize.load"):
         read_vecnormalize_statistics(str(lonely))
     assert not (tmp_path / "pwned").exists()
+
+
+# --- resource bombs ---------------------------------------------------------------------------------------------
+
+#: A bomb must be refused within these seconds and this growth of the process's peak memory (the attacks used 3.4 to
+#: 4.5 GB before they failed).
+BOMB_SECONDS = 5.0
+BOMB_BYTES = 1 << 30
+GIB = 1 << 30
+
+
+def deflated_zeros(size: int, prefix: bytes = b"") -> bytes:
+    """A raw deflate stream of ``prefix`` followed by ``size`` zero bytes (a multiple of 1 MiB), built in milliseconds:
+    after a full flush the compressor starts afresh, so every MiB after the first compresses to the same bytes."""
+    chunk = bytes(1 << 20)
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -15)
+    first = compressor.compress(prefix + chunk) + compressor.flush(zlib.Z_FULL_FLUSH)
+    repeated = compressor.compress(chunk) + compressor.flush(zlib.Z_FULL_FLUSH)
+    return first + repeated * ((size >> 20) - 1) + compressor.flush(zlib.Z_FINISH)
+
+
+def zip_with_bomb(entries: dict[str, bytes], name: str, stream: bytes, inflated_size: int, crc: int = 0) -> bytes:
+    """The zip of ``entries`` with the entry ``name`` holding the raw deflate ``stream`` that inflates to
+    ``inflated_size`` bytes, declared as such (zipfile cannot write a given stream: it is stored, then its two headers
+    are patched to say deflated, the inflated size and ``crc``; a wrong CRC shows only once all is inflated)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for entry, content in entries.items():
+            archive.writestr(entry, stream if entry == name else content)
+    raw = bytearray(buffer.getvalue())
+    local = zipfile.ZipFile(io.BytesIO(bytes(raw))).getinfo(name).header_offset
+    struct.pack_into("<H", raw, local + 8, zipfile.ZIP_DEFLATED)
+    struct.pack_into("<I", raw, local + 14, crc)
+    struct.pack_into("<I", raw, local + 22, inflated_size)
+    central = raw.find(b"PK\x01\x02")
+    while raw[central + 46:central + 46 + struct.unpack_from("<H", raw, central + 28)[0]] != name.encode():
+        central = raw.find(b"PK\x01\x02", central + 4)
+    struct.pack_into("<H", raw, central + 10, zipfile.ZIP_DEFLATED)
+    struct.pack_into("<I", raw, central + 16, crc)
+    struct.pack_into("<I", raw, central + 24, inflated_size)
+    return bytes(raw)
+
+
+def zip_entries(data: bytes) -> dict[str, bytes]:
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        return {name: archive.read(name) for name in archive.namelist()}
+
+
+def test_a_model_zip_that_inflates_to_gigabytes_is_refused_before_reading(tmp_path, refused_within):
+    small_ppo().save(tmp_path / "model.zip")
+    entries = zip_entries((tmp_path / "model.zip").read_bytes())
+    deflated = zlib.compress(entries["data"])[2:-4]  # a raw deflate stream: without zlib's header and checksum
+    assert zip_entries(zip_with_bomb(entries, "data", deflated, len(entries["data"]), zlib.crc32(entries["data"]))) == entries
+    # A 3 MB zip whose 'data' entry inflates to 3 GiB.
+    bomb = tmp_path / "bomb.zip"
+    bomb.write_bytes(zip_with_bomb(entries, "data", deflated_zeros(3 * GIB), 3 * GIB))
+    assert bomb.stat().st_size < 4_000_000
+    error, seconds, grown = refused_within(lambda: load_without_pickles(bomb))
+    assert f"{bomb}: its entry 'data' inflates to {3 * GIB} bytes, the limit is {64 << 20}" in str(error)
+    assert seconds < BOMB_SECONDS and grown < BOMB_BYTES
+    # policy.pth is a zip too (torch's), which torch.load inflates: a 3 GiB record inside it.
+    weights = zip_entries(entries["policy.pth"])
+    record = next(name for name in weights if "/data/" in name)
+    inner = zip_with_bomb(weights, record, deflated_zeros(3 * GIB), 3 * GIB)
+    with zipfile.ZipFile(tmp_path / "nested.zip", "w") as archive:
+        for name, content in entries.items():
+            archive.writestr(name, inner if name == "policy.pth" else content)
+    error, seconds, grown = refused_within(lambda: load_without_pickles(tmp_path / "nested.zip"))
+    assert re.search(rf"nested.zip:policy.pth: its entry '{record}' inflates to {3 * GIB} bytes from \d+ "
+                     r"\(\d+ times; the limit is 100, MAX_COMPRESSION_RATIO\): a zip bomb", str(error)), error
+    assert seconds < BOMB_SECONDS and grown < BOMB_BYTES
+
+
+def npy_header(shape: tuple[int, ...]) -> bytes:
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False, "shape": shape})
+    return header.getvalue()
+
+
+def test_statistics_arrays_are_sized_before_they_are_read(tmp_path, refused_within):
+    path = save_vecnormalize_statistics(VecNormalize(make_vec_env(ENV)), str(tmp_path / "vecnormalize.npz"))
+    entries = zip_entries((tmp_path / "vecnormalize.npz").read_bytes())
+    elements = 400_000_000  # 3.2 GB of float64 each
+    # Deflated: 400M zeros in a few MB.
+    size = 3052 << 20
+    bomb = tmp_path / "deflated.npz"
+    bomb.write_bytes(zip_with_bomb(entries, "obs.mean.npy", deflated_zeros(size, npy_header((elements,))),
+                                   len(npy_header((elements,))) + size))
+    error, seconds, grown = refused_within(lambda: load_vecnormalize_without_pickles(str(bomb), make_vec_env(ENV)))
+    assert "its entry 'obs.mean.npy' inflates to" in str(error) and "a zip bomb" in str(error)
+    assert seconds < BOMB_SECONDS and grown < BOMB_BYTES
+    # Stored, with headers that claim 400M values (numpy allocates what the header says, then reads).
+    claims = dict(entries, **{"obs.mean.npy": npy_header((elements,)) + bytes(8), "obs.var.npy": npy_header((elements,))})
+    with zipfile.ZipFile(tmp_path / "claims.npz", "w") as archive:
+        for name, content in claims.items():
+            archive.writestr(name, content)
+    for read in (lambda: read_vecnormalize_statistics(str(tmp_path / "claims.npz")),
+                 lambda: load_vecnormalize_without_pickles(str(tmp_path / "claims.npz"), make_vec_env(ENV))):
+        error, seconds, grown = refused_within(read)
+        assert (f"its array 'obs.mean' has shape ({elements},) of float64, more than {1 << 22} numbers "
+                "(MAX_STATISTICS_VALUES); refused before reading it") in str(error)
+        assert seconds < BOMB_SECONDS and grown < BOMB_BYTES
+    # Shapes are compared with the env's on the headers, before the arrays are read.
+    with pytest.raises(ValueError, match=r"statistics have shape \(3,\), the env's observations \(4,\)"):
+        read_vecnormalize_statistics(path, make_vec_env("CartPole-v1").observation_space)
+    settings = dict(json.loads(str(np.load(path)["settings"][()])), norm_obs="yes")
+    with zipfile.ZipFile(tmp_path / "settings.npz", "w") as archive:
+        for name, content in entries.items():
+            if name == "settings.npy":
+                content = io.BytesIO()
+                np.save(content, np.array(json.dumps(settings)))
+                content = content.getvalue()
+            archive.writestr(name, content)
+    with pytest.raises(ValueError, match="the setting norm_obs must be True or False, got 'yes'"):
+        read_vecnormalize_statistics(str(tmp_path / "settings.npz"))
 
 
 # --- the CLI ----------------------------------------------------------------------------------------------------

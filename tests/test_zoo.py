@@ -345,11 +345,41 @@ Pendulum-v1:
     assert imageio.v3.imread(gif, index=None).shape[0] == 5
 
 
+def test_a_config_number_written_without_a_dot_trains_as_that_number(tmp_path):
+    """``learning_rate: 1e-3`` is a string to PyYAML (YAML 1.1); the run trains with, and saves, the number."""
+    config = tmp_path / "numbers.yml"
+    config.write_text("CartPole-v1:\n  policy: 'MlpPolicy'\n  n_timesteps: 64\n  n_envs: 1\n  n_steps: 64\n"
+                      "  batch_size: 64\n  n_epochs: 1\n  learning_rate: 1e-3\n  ent_coef: 1e-2\n"
+                      "  policy_kwargs: 'dict(net_arch=[8])'\n")
+    main(train_argv("CartPole-v1", tmp_path, 64, "-conf", str(config)))
+    folder = run_folder(tmp_path, "CartPole-v1")
+    with open(os.path.join(folder, "CartPole-v1", "config.yml")) as file:
+        saved = dict(yaml.safe_load(file))
+    assert saved["learning_rate"] == 1e-3 and saved["ent_coef"] == 1e-2
+    model = PPO.load(os.path.join(folder, "CartPole-v1.zip"))
+    assert model.learning_rate == 1e-3 and model.ent_coef == 1e-2
+
+
 def test_misspelt_config_key_names_the_nearest_valid_key(tmp_path, user_error):
     config = tmp_path / "typo.yml"
     config.write_text("CartPole-v1:\n  policy: 'MlpPolicy'\n  n_timesteps: 1000\n  lr_kl_traget: 0.01\n")
     line = user_error(train_argv("CartPole-v1", tmp_path, 128, "-conf", str(config)))
     assert re.search("unknown key 'lr_kl_traget'.*did you mean 'lr_kl_target'", line)
+
+
+def test_a_block_is_printed_only_once_it_is_checked(tmp_path, capsys):
+    # rl-zoo3 prints the block it reads; printed before the checks, aliases of a long string print as gigabytes.
+    config = tmp_path / "c.yml"
+    config.write_text("CartPole-v1:\n  policy: 'MlpPolicy'\n  n_timesteps: 64\n  env_kwargs: {note: '" + "z" * 5000 +
+                      "'}\n  lr_kl_traget: 0.01\n")
+    with pytest.raises(SystemExit):
+        main(train_argv("CartPole-v1", tmp_path, 64, "-conf", str(config)))
+    captured = capsys.readouterr()
+    assert "unknown key 'lr_kl_traget'" in captured.err and "zzzzz" not in captured.out
+    config.write_text("CartPole-v1:\n  policy: 'MlpPolicy'\n  n_timesteps: 64\n  lr_kl_target: 0.01\n")
+    main(train_argv("CartPole-v1", tmp_path, 64, "-conf", str(config), *TINY))
+    printed = capsys.readouterr().out.partition("Default hyperparameters for environment")[2]
+    assert "lr_kl_target" in printed and "n_timesteps" in printed
 
 
 def test_python_config_files_are_refused(tmp_path, user_error):

@@ -49,6 +49,7 @@ class Series:
     values: list[float] = field(default_factory=list)
 
     def add(self, step: int, value: float) -> None:
+        """Append one point."""
         self.steps.append(int(step))
         self.values.append(float(value))
 

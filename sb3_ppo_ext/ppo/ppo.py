@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import warnings
 from functools import partial
 from typing import Any, ClassVar, NamedTuple, TypeVar
@@ -25,39 +24,25 @@ from sb3_ppo_ext.ppo.adaptive import KLAdaptiveLearningRate, KLPenaltyController
 from sb3_ppo_ext.ppo.compiled import CompiledOrEager
 from sb3_ppo_ext.ppo.distributions import DistributionParams
 from sb3_ppo_ext.ppo.kl import AnalyticKL, k3_kl
+from sb3_ppo_ext.ppo.non_finite import CollectionGuard, check_filled_buffer, check_policy_values
 from sb3_ppo_ext.ppo.numpy_policy import NumpyActorCritic
 from sb3_ppo_ext.ppo.optim import ClippedStep, NonFiniteGradientError, fused_adam
 from sb3_ppo_ext.ppo.rollout import UpdateRollout, add_to_rollout_buffer, take_rows
 from sb3_ppo_ext.ppo.std_schedule import LogStdSchedule, LogStdSetting
-from sb3_ppo_ext.validation import HyperparameterError, check_choice, check_int, check_number, check_positive
+from sb3_ppo_ext.validation import (
+    MAX_N_EPOCHS,
+    MAX_ROLLOUT_TRANSITIONS,
+    HyperparameterError,
+    check_choice,
+    check_int,
+    check_kwargs,
+    check_number,
+    check_policy_kwargs,
+    check_positive,
+    check_schedule,
+)
 
 SelfPPO = TypeVar("SelfPPO", bound="PPO")
-
-
-def raise_non_finite(what: str, values: np.ndarray, num_timesteps: int, outputs: np.ndarray | None = None) -> None:
-    """Raise ``ValueError`` naming the envs whose ``what`` (``"observation"``, ``"reward"``) is NaN or infinite.
-
-    Collection stops there, before a non-finite action reaches an env or a NaN a rollout. When every value is finite
-    (a sum that overflowed, or the policy's ``outputs`` are non-finite on finite inputs: its weights are), the
-    message says so; nothing is raised only if ``outputs`` is given and finite too.
-
-    :param values: one row per env.
-    :param num_timesteps: the step count at which it happened.
-    :param outputs: the policy's values for ``values`` (observations), when they are what showed the problem.
-    """
-    per_env = np.asarray(values, dtype=np.float64).reshape(len(values), -1)
-    bad_envs = np.flatnonzero(~np.isfinite(per_env).all(axis=1))
-    if len(bad_envs):
-        examples = ", ".join(f"env {index}: {per_env[index][~np.isfinite(per_env[index])][:3].tolist()}" for index in bad_envs[:3])
-        raise ValueError(
-            f"non-finite {what} from env(s) {bad_envs.tolist()} at step {num_timesteps} ({examples}); collection stopped "
-            "before it reached the rollout (look at the env, or at wrappers that divide by zero)"
-        )
-    if outputs is not None and not np.isfinite(outputs).all():
-        raise ValueError(
-            f"the policy's outputs are non-finite on finite observations at step {num_timesteps}: its weights are "
-            "non-finite (was a model loaded from a run that diverged?)"
-        )
 
 
 OBJECTIVES = ("clip", "kl_penalty", "clip_kl_penalty")
@@ -267,6 +252,8 @@ class PPO(OnPolicyAlgorithm):
         self.std_schedule: LogStdSchedule | None = None
         self.fast_collect = fast_collect
         self.compile_update = compile_update
+        #: The training env as collection steps it (:meth:`_collection_guard`); built at the first rollout.
+        self.collection_guard: CollectionGuard | None = None
         self.kl_estimator: str | None = None
         # The adaptive rules with their state (beta, the learning rate), built from the flat keywords above, which
         # stay the settings as given; saved as plain numbers (``save``) and carried across learn() calls.
@@ -281,20 +268,26 @@ class PPO(OnPolicyAlgorithm):
     def _validate_hyperparameters(self) -> None:
         """Raise :class:`HyperparameterError` (a ``ValueError`` and, like SB3's asserts, an ``AssertionError``) naming
         the parameter, the value and the rule for any invalid setting. Integer settings given as integral floats
-        (``2048.0``, ``1e3``: YAML) are stored as ints."""
-        if not callable(self.learning_rate):
-            check_positive("learning_rate", self.learning_rate)
-        self.n_steps = check_int("n_steps", self.n_steps, minimum=1)
-        self.batch_size = check_int("batch_size", self.batch_size, minimum=1)
-        self.n_epochs = check_int("n_epochs", self.n_epochs, minimum=1)
+        (``2048.0``, ``1e3``: YAML) are stored as ints. Schedules are checked at the start and the end of training
+        (:func:`~sb3_ppo_ext.validation.check_schedule`); sizes against the limits of :mod:`sb3_ppo_ext.validation`."""
+        check_schedule("learning_rate", self.learning_rate)
+        rollout = "a rollout holds n_steps * n_envs transitions, e.g. 2048 * 1"
+        self.n_steps = check_int("n_steps", self.n_steps, minimum=1, maximum=MAX_ROLLOUT_TRANSITIONS,
+                                 limit="MAX_ROLLOUT_TRANSITIONS", hint=f"the steps per env in a rollout; {rollout}")
+        self.batch_size = check_int("batch_size", self.batch_size, minimum=1, maximum=MAX_ROLLOUT_TRANSITIONS,
+                                    limit="MAX_ROLLOUT_TRANSITIONS", hint=f"the minibatch size, at most a rollout; {rollout}")
+        self.n_epochs = check_int("n_epochs", self.n_epochs, minimum=1, maximum=MAX_N_EPOCHS, limit="MAX_N_EPOCHS",
+                                  hint="the passes over each rollout, 3 to 30 in practice (the length of training is "
+                                       "learn(total_timesteps))")
         self.sde_sample_freq = check_int("sde_sample_freq", self.sde_sample_freq, minimum=-1)
         self._stats_window_size = check_int("stats_window_size", self._stats_window_size, minimum=1)
         check_number("gamma", self.gamma, low=0.0, high=1.0)
         check_number("gae_lambda", self.gae_lambda, low=0.0, high=1.0)
-        if not callable(self.clip_range):
-            check_positive("clip_range", self.clip_range)
-        if self.clip_range_vf is not None and not callable(self.clip_range_vf):
-            check_positive("clip_range_vf", self.clip_range_vf)
+        check_schedule("clip_range", self.clip_range)
+        if self.clip_range_vf is not None:
+            check_schedule("clip_range_vf", self.clip_range_vf)
+        check_policy_kwargs(self.policy_kwargs, policy_class=self.policy_class)
+        check_kwargs("rollout_buffer_kwargs", self.rollout_buffer_kwargs)
         check_number("ent_coef", self.ent_coef)
         check_number("vf_coef", self.vf_coef, low=0.0)
         check_positive("max_grad_norm", self.max_grad_norm)
@@ -320,8 +313,8 @@ class PPO(OnPolicyAlgorithm):
         self.adaptive_lr = KLAdaptiveLearningRate.from_keywords(self)
         if not callable(self.learning_rate):
             self.adaptive_lr.check_start(self.learning_rate)
-        if self.vf_learning_rate is not None and not callable(self.vf_learning_rate):
-            check_positive("vf_learning_rate", self.vf_learning_rate)
+        if self.vf_learning_rate is not None:
+            check_schedule("vf_learning_rate", self.vf_learning_rate)
         if self.vf_max_grad_norm is not None:
             check_positive("vf_max_grad_norm", self.vf_max_grad_norm)
         for name in ("fast_collect", "compile_update", "normalize_advantage"):
@@ -329,6 +322,11 @@ class PPO(OnPolicyAlgorithm):
                 raise HyperparameterError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.env is not None:
             buffer_size = self.env.num_envs * self.n_steps
+            if buffer_size > MAX_ROLLOUT_TRANSITIONS:
+                raise HyperparameterError(
+                    f"n_steps * n_envs must be <= {MAX_ROLLOUT_TRANSITIONS} transitions per rollout "
+                    f"(MAX_ROLLOUT_TRANSITIONS), got {self.n_steps} * {self.env.num_envs} = {buffer_size}: lower n_steps"
+                )
             if self.normalize_advantage and buffer_size < 2:
                 raise HyperparameterError(
                     f"n_steps * n_envs must be > 1 when normalize_advantage=True (advantages are normalised per "
@@ -346,8 +344,9 @@ class PPO(OnPolicyAlgorithm):
                 )
 
     def _excluded_save_params(self) -> list[str]:
-        # The controllers are saved as their state (``save``); the compiled loss is rebuilt.
-        return [*super()._excluded_save_params(), "kl_penalty", "adaptive_lr", "update_loss", "std_schedule"]
+        # The controllers are saved as their state (``save``); the compiled loss and the guard around the env are rebuilt.
+        excluded = ["kl_penalty", "adaptive_lr", "update_loss", "std_schedule", "collection_guard"]
+        return [*super()._excluded_save_params(), *excluded]
 
     def save(self, path: Any, exclude: Any = None, include: Any = None) -> None:
         """SB3's, with the adaptive rules' state saved as plain numbers (``adaptive_state``, readable without
@@ -446,16 +445,27 @@ class PPO(OnPolicyAlgorithm):
     ) -> bool:
         """Collect ``n_rollout_steps`` per env into ``rollout_buffer``, with SB3's semantics.
 
-        Overridden for speed only: acts with a numpy copy of the policy (:class:`NumpyActorCritic`) when the policy
-        allows it, and otherwise defers to SB3's loop unchanged.
+        Overridden for speed: acts with a numpy copy of the policy (:class:`NumpyActorCritic`) when the policy allows
+        it, and otherwise defers to SB3's loop. Both loops step the env through a
+        :class:`~sb3_ppo_ext.ppo.non_finite.CollectionGuard`, so a NaN or an infinity stops collection within its step
+        (:class:`~sb3_ppo_ext.ppo.non_finite.NonFiniteCollectionError`) with VecNormalize's statistics as before it.
         """
+        assert self._last_obs is not None, "No previous observation was provided"
+        first_step = self.num_timesteps
+        guard = self._collection_guard(env)
+        guard.num_timesteps = first_step
+        guard.check_observations(self._last_obs)
         actor = None
         if self.fast_collect and not isinstance(self._last_obs, dict):
             actor = NumpyActorCritic.from_policy(self.policy)  # draws its noise from torch's generator, as SB3's policy
         if actor is None:
-            return super().collect_rollouts(env, callback, rollout_buffer, n_rollout_steps)
+            # SB3's loop reads only ``num_envs`` and ``step`` of the env; it computes the values inside itself, so they
+            # are checked in the filled buffer (before any update uses it).
+            if not super().collect_rollouts(guard, callback, rollout_buffer, n_rollout_steps):
+                return False
+            check_filled_buffer(rollout_buffer, first_step)
+            return True
 
-        assert self._last_obs is not None, "No previous observation was provided"
         self.policy.set_training_mode(False)
         n_steps = 0
         rollout_buffer.reset()
@@ -477,14 +487,9 @@ class PPO(OnPolicyAlgorithm):
                 actor.refresh_noise()
 
             actions, values_np, log_probs_np = actor.act(self._last_obs)  # type: ignore[arg-type]
-            # One sub-microsecond test per step each (a dot product is NaN or inf if any entry is; an overflow only
-            # leads to the full check): a NaN anywhere in the observations shows in the values.
-            if not math.isfinite(values_np.dot(values_np)):
-                raise_non_finite("observation", self._last_obs, self.num_timesteps, values_np)
+            check_policy_values("value", values_np, self.num_timesteps)  # the observations were checked at their step
             clipped_actions = np.minimum(np.maximum(actions, low), high) if clip_box else actions  # np.clip, faster
-            new_obs, rewards, dones, infos = env.step(clipped_actions)
-            if not math.isfinite(rewards.dot(rewards)):
-                raise_non_finite("reward", rewards, self.num_timesteps + env.num_envs)
+            new_obs, rewards, dones, infos = guard.step(clipped_actions)
             self.num_timesteps += env.num_envs
             values, log_probs = th.from_numpy(values_np), th.from_numpy(log_probs_np)
 
@@ -502,7 +507,9 @@ class PPO(OnPolicyAlgorithm):
                 for idx in np.flatnonzero(dones):
                     terminal_obs = infos[idx].get("terminal_observation")
                     if terminal_obs is not None and infos[idx].get("TimeLimit.truncated", False):
-                        rewards[idx] += self.gamma * actor.predict_values(np.asarray(terminal_obs)[None])[0]
+                        terminal_value = actor.predict_values(np.asarray(terminal_obs)[None])
+                        check_policy_values("terminal_value", terminal_value, self.num_timesteps, env_indices=[idx])
+                        rewards[idx] += self.gamma * terminal_value[0]
 
             if sb3_buffer:
                 add_to_rollout_buffer(rollout_buffer, self._last_obs, actions, rewards, self._last_episode_starts, values_np, log_probs_np)
@@ -511,11 +518,19 @@ class PPO(OnPolicyAlgorithm):
             self._last_obs = new_obs  # type: ignore[assignment]
             self._last_episode_starts = dones
 
-        values = th.from_numpy(actor.predict_values(new_obs))
+        last_values = actor.predict_values(new_obs)
+        check_policy_values("last_value", last_values, self.num_timesteps)
+        values = th.from_numpy(last_values)
         rollout_buffer.compute_returns_and_advantage(last_values=values, dones=dones)
         callback.update_locals(locals())
         callback.on_rollout_end()
         return True
+
+    def _collection_guard(self, env: VecEnv) -> CollectionGuard:
+        """The :class:`~sb3_ppo_ext.ppo.non_finite.CollectionGuard` around ``env``, built at its first rollout."""
+        if self.collection_guard is None or self.collection_guard.venv is not env:
+            self.collection_guard = CollectionGuard(env)
+        return self.collection_guard
 
     # ----------------------------------------------------------------- update
 

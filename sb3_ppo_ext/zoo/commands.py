@@ -31,10 +31,18 @@ from sb3_ppo_ext.zoo.experiment import (
     patched_zoo_module,
     register_algorithm,
 )
-from sb3_ppo_ext.zoo.hyperparams import checked_get_saved_hyperparams
+from sb3_ppo_ext.zoo.hyperparams import check_run_folder, checked_get_saved_hyperparams
 from sb3_ppo_ext.zoo.loading import TRUST_PICKLES_HELP, TRUST_PICKLES_OPTION, PlayedRunLoading
 from sb3_ppo_ext.zoo.resume import given_options, run_settings, take_run_settings
-from sb3_ppo_ext.zoo.runs import list_runs, missing_run_message, newest_run
+from sb3_ppo_ext.zoo.runs import (
+    Run,
+    holds_model,
+    list_runs,
+    missing_run_message,
+    model_file_pattern,
+    newest_run,
+    run_path,
+)
 
 DEFAULT_LOG_FOLDER = "logs"
 
@@ -70,10 +78,12 @@ TRAIN_OPTION_CHANGES: dict[str, dict[str, Any]] = {
 }
 #: rl-zoo3's enjoy / record_video options as ``enjoy`` / ``record-video`` show them.
 PLAY_OPTION_CHANGES: dict[str, dict[str, Any]] = {
-    # None: chosen from the parsed options by choose_played_algorithm
+    # None: chosen from the parsed options by choose_played_run
     "--algo": {"default": None,
                "help": "RL algorithm of the run (default: the algorithm of the newest run of --env under --folder)"},
     "--folder": {"default": DEFAULT_LOG_FOLDER, "help": f"log folder (default: {DEFAULT_LOG_FOLDER})"},
+    "--exp-id": {"help": "run number (default 0: the newest run that holds the model to play; -1: a model straight "
+                         "under the algorithm's folder)"},
 }
 DEBUG: Option = ((DEBUG_OPTION,), {"action": "store_true", "default": argparse.SUPPRESS, "help": DEBUG_HELP})
 NO_PROGRESS: Option = (
@@ -285,20 +295,80 @@ def newest_algorithm(log_folder: str, env_id: str, exp_id: int = 0) -> str:
     return newest.algo
 
 
-def choose_played_algorithm(parsed: argparse.Namespace) -> None:
-    """Complete the options rl-zoo3's enjoy / record_video parsed: without ``--algo``, the algorithm of the newest
-    run of ``--env`` under ``--folder`` (``ppo_ext`` for ``--exp-id -1``, a model straight under the algorithm's
-    folder). Chosen from the parsed options, so from exactly the folder rl-zoo3 then reads."""
-    if parsed.algo is None:
-        parsed.algo = ALGORITHM_NAME if parsed.exp_id < 0 else newest_algorithm(parsed.folder, parsed.env.gym_id, parsed.exp_id)
+def newest_played_run(log_folder: str, env_id: str, model: str, algo: str | None = None) -> Run | None:
+    """The run that ``enjoy`` / ``record-video`` / ``export`` play when no run number is given: the newest run of
+    ``env_id`` under ``log_folder`` (of ``algo`` only, unless it is ``None``) that holds the ``model`` file, or ``None``.
+
+    Says which run it chose, and which newer runs it passed over for holding no such file (rl-zoo3 takes the
+    highest run number, even a folder an ``optimize`` run or a failed ``train`` left with monitor files only).
+
+    :param model: the model file, a glob pattern relative to a run folder (:func:`~sb3_ppo_ext.zoo.runs.model_file_pattern`).
+    :raises ValueError: when runs of the env exist but none holds the file, naming them; without ``algo``, also when
+        there is no run of the env at all (with ``algo``, rl-zoo3 reports that: it may download a run from the hub).
+    """
+    from huggingface_sb3 import EnvironmentName
+    from rl_zoo3.utils import ALGOS
+
+    env_name = str(EnvironmentName(env_id))
+    every_run = list_runs(log_folder, ALGOS)
+    runs = [run for run in every_run if run.env_name == env_name and algo in (None, run.algo)]
+    if not runs:
+        if algo is None:
+            raise ValueError(missing_run_message(every_run, log_folder, env_name))
+        return None
+    played = [run for run in runs if holds_model(run_path(log_folder, run), model)]
+    names = sorted(f"{run.algo}/{run.env_name}_{run.number}" for run in runs)
+    if not played:
+        raise ValueError(f"no run of {env_name} under {log_folder}/ holds {model} (runs: {', '.join(names)}): an "
+                         "optimize run, or a train that stopped before it saved, leaves none; --load-best / "
+                         "--load-last-checkpoint play other models")
+    newest = newest_run(played, env_name)
+    passed = sorted(f"{run.algo}/{run.env_name}_{run.number}" for run in runs if run not in played and (
+        run.modified > newest.modified or (run.algo == newest.algo and run.number > newest.number)))
+    algorithms = sorted({run.algo for run in played})
+    if len(algorithms) > 1:
+        print(f"Runs of {env_name} under {log_folder}/ by {', '.join(algorithms)}: using the newest, {newest.algo}'s "
+              "(--algo chooses)")
+    skipped = f"; passed over {', '.join(passed)}: no {model} in them" if passed else ""
+    print(f"Loading latest experiment with a model, id={newest.number} ({run_path(log_folder, newest)}{skipped})")
+    return newest
+
+
+def played_run(log_folder: str, env_id: str, algo: str | None, exp_id: int, *, load_best: bool = False,
+               load_checkpoint: int | str | None = None, load_last_checkpoint: bool = False) -> tuple[str | None, int]:
+    """The algorithm and run number that ``enjoy`` / ``record-video`` / ``export`` play, given their options.
+
+    Run 0 (the default) is the newest run of ``env_id`` under ``log_folder`` that holds the model the ``load_*``
+    options choose (:func:`newest_played_run`), of ``algo`` if given; a run number without ``algo``: the algorithm of
+    the newest run so numbered; -1 (a model straight under the algorithm's folder): ``ppo_ext`` unless ``algo``.
+    ``(algo, 0)`` when ``algo`` is given and has no run of the env, for rl-zoo3 to report (or download).
+    """
+    if exp_id < 0:
+        return algo or ALGORITHM_NAME, exp_id
+    if exp_id > 0:
+        return algo or newest_algorithm(log_folder, env_id, exp_id), exp_id
+    from huggingface_sb3 import EnvironmentName
+
+    model = model_file_pattern(str(EnvironmentName(env_id)), load_best=load_best, load_checkpoint=load_checkpoint,
+                               load_last_checkpoint=load_last_checkpoint)
+    played = newest_played_run(log_folder, env_id, model, algo)
+    return (algo, 0) if played is None else (played.algo, played.number)
+
+
+def choose_played_run(parsed: argparse.Namespace) -> None:
+    """Complete the options rl-zoo3's enjoy / record_video parsed: ``--algo`` and ``--exp-id`` of the played run
+    (:func:`played_run`). Chosen from the parsed options, so from exactly the folder rl-zoo3 then reads."""
+    parsed.algo, parsed.exp_id = played_run(
+        parsed.folder, parsed.env.gym_id, parsed.algo, parsed.exp_id, load_best=parsed.load_best,
+        load_checkpoint=parsed.load_checkpoint, load_last_checkpoint=parsed.load_last_checkpoint)
 
 
 def _play_options(loading: PlayedRunLoading) -> Callable[[argparse.Namespace], None]:
-    """Complete the options rl-zoo3's enjoy / record_video parsed: the played algorithm
-    (:func:`choose_played_algorithm`) and whether ``loading`` trusts pickles."""
+    """Complete the options rl-zoo3's enjoy / record_video parsed: the played run (:func:`choose_played_run`) and
+    whether ``loading`` trusts pickles."""
 
     def complete(parsed: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
-        choose_played_algorithm(parsed)
+        choose_played_run(parsed)
         loading.complete(parsed)
 
     return complete
@@ -306,7 +376,7 @@ def _play_options(loading: PlayedRunLoading) -> Callable[[argparse.Namespace], N
 
 def _zoo_play_argv(argv: Sequence[str], *, headless_no_render: bool) -> list[str]:
     """The user's arguments, after ``--no-render`` on a headless machine for ``enjoy``; the other defaults are set
-    on rl-zoo3's parser (:data:`PLAY_OPTION_CHANGES`, :func:`choose_played_algorithm`)."""
+    on rl-zoo3's parser (:data:`PLAY_OPTION_CHANGES`, :func:`choose_played_run`)."""
     argv = list(argv)
     if headless_no_render and not display_available() and "--no-render" not in argv and not _asks_help(argv):
         print("No display found: running without a window (use `sb3-ppo-ext record-video` for a video).")
@@ -327,7 +397,7 @@ def headless_sdl_settings() -> dict[str, str]:
 
 
 def _pretrained_parser(command: str, description: str) -> argparse.ArgumentParser:
-    parser = add_debug_option(argparse.ArgumentParser(prog=f"sb3-ppo-ext {command}", description=description))
+    parser = add_debug_option(argparse.ArgumentParser(prog=f"sb3-ppo-ext {command}", description=description, allow_abbrev=False))
     parser.add_argument("--pretrained", action="store_true", required=True,
                         help="play the agent shipped with the package (no training run, no pickle loaded)")
     parser.add_argument("--env", required=True, help="env id with a shipped agent, or an agent folder")
@@ -490,7 +560,7 @@ def plot(argv: Sequence[str]) -> None:
 
     from sb3_ppo_ext.zoo.plotting import X_AXES, find_runs, plot_runs
 
-    parser = add_debug_option(argparse.ArgumentParser(prog="sb3-ppo-ext plot", description=plot.__doc__))
+    parser = add_debug_option(argparse.ArgumentParser(prog="sb3-ppo-ext plot", description=plot.__doc__, allow_abbrev=False))
     parser.add_argument("--env", nargs="+", required=True, help="environment id(s)")
     parser.add_argument("--algo", help="algorithm folder under the log folder (default: that of the newest run of each env)")
     parser.add_argument("-f", "--folder", default=DEFAULT_LOG_FOLDER, help="log folder (rl-zoo3 layout)")
@@ -529,12 +599,13 @@ def export(argv: Sequence[str]) -> None:
     from sb3_ppo_ext.safe_loading import load_without_pickles, read_vecnormalize_statistics, statistics_saved
     from sb3_ppo_ext.zoo.loading import played_model_statistics
 
-    parser = add_debug_option(argparse.ArgumentParser(prog="sb3-ppo-ext export", description=export.__doc__))
+    parser = add_debug_option(argparse.ArgumentParser(prog="sb3-ppo-ext export", description=export.__doc__, allow_abbrev=False))
     parser.add_argument("--env", required=True, help="environment id of the run")
     parser.add_argument("--algo", choices=list(ALGOS),
                         help="RL algorithm of the run (default: the algorithm of the newest run of --env under --folder)")
     parser.add_argument("-f", "--folder", default=DEFAULT_LOG_FOLDER, help="log folder (rl-zoo3 layout)")
-    parser.add_argument("--exp-id", type=int, default=0, help="run number (default 0: the latest)")
+    parser.add_argument("--exp-id", type=int, default=0,
+                        help="run number (default 0: the newest run that holds the model to export)")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--load-best", action="store_true", help="export best_model.zip instead of the final model")
     which.add_argument("--load-checkpoint", type=int, help="export the checkpoint of this many timesteps")
@@ -545,10 +616,12 @@ def export(argv: Sequence[str]) -> None:
     args = parser.parse_args(list(argv))
 
     env_name = EnvironmentName(args.env)
-    algo = args.algo or (ALGORITHM_NAME if args.exp_id < 0 else newest_algorithm(args.folder, args.env, args.exp_id))
+    algo, exp_id = played_run(args.folder, args.env, args.algo, args.exp_id, load_best=args.load_best,
+                              load_checkpoint=args.load_checkpoint, load_last_checkpoint=args.load_last_checkpoint)
     _, model_path, log_path = get_model_path(
-        args.exp_id, args.folder, algo, env_name, args.load_best, args.load_checkpoint, args.load_last_checkpoint
+        exp_id, args.folder, algo, env_name, args.load_best, args.load_checkpoint, args.load_last_checkpoint
     )
+    check_run_folder(os.path.join(log_path, str(env_name)))
     vecnormalize_path = played_model_statistics(log_path, str(env_name), load_best=args.load_best,
                                                 load_checkpoint=args.load_checkpoint,
                                                 load_last_checkpoint=args.load_last_checkpoint)

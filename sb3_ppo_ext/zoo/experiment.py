@@ -8,12 +8,14 @@ import functools
 import inspect
 import os
 import re
+import shutil
 import sys
 import warnings
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from pprint import pprint
 from typing import Any
 
 import yaml
@@ -38,6 +40,8 @@ from sb3_ppo_ext.zoo.hyperparams import (
     check_block_keys,
     check_block_values,
     check_config_document,
+    check_policy_arguments,
+    number_keys,
     preprocess_block,
     valid_keys,
 )
@@ -50,6 +54,7 @@ from sb3_ppo_ext.zoo.resume import (
     restore_evaluation_history,
     run_settings,
 )
+from sb3_ppo_ext.zoo.runs import holds_only_setup_files
 from sb3_ppo_ext.zoo.safe_eval import UnknownNameError, nearest_short_name, parse_expression
 from sb3_ppo_ext.zoo.safe_yaml import load_yaml_file
 from sb3_ppo_ext.zoo.sampler import convert_ppo_ext_params, sample_ppo_ext_params
@@ -148,6 +153,24 @@ class _ReadDocument:
         return self.document
 
 
+class _DeferredPrint:
+    """Stands in for the ``pprint`` of rl-zoo3's ``exp_manager`` while it reads the config: rl-zoo3 prints the block
+    before anything has checked it (a block of aliases of one long string prints gigabytes), so the values are kept
+    and printed by :meth:`print_all` once :meth:`SafeExperimentManager.read_hyperparameters` has checked them."""
+
+    def __init__(self) -> None:
+        self.values: list[Any] = []
+
+    def __call__(self, value: Any, *args: Any, **kwargs: Any) -> None:
+        self.values.append(value)
+
+    def print_all(self) -> None:
+        """Print the kept values with ``pprint``, as rl-zoo3 would have."""
+        for value in self.values:
+            pprint(value)
+        self.values.clear()
+
+
 class SaveVecNormalizeStatisticsCallback(SaveVecNormalizeCallback):
     """rl-zoo3's ``SaveVecNormalizeCallback`` (its evaluation saves ``vecnormalize.pkl`` with each new best model)
     that also writes the plain-data twin of each pickle beside it (``vecnormalize.npz``, see
@@ -232,6 +255,26 @@ class SafeExperimentManager(ExperimentManager):
         if self.resume_folder is not None:
             self.save_path = os.path.normpath(self.resume_folder)
             self.params_path = f"{self.save_path}/{self.env_name}"
+        #: Whether this command creates its run folder (a new run): then a failure before the first training step
+        #: removes it again (:meth:`remove_unstarted_run`).
+        self.creates_run_folder = self.resume_folder is None and not os.path.exists(self.save_path)
+
+    def remove_unstarted_run(self) -> None:
+        """Remove the run folder this command created, when it holds nothing but what set-up wrote there
+        (:func:`~sb3_ppo_ext.zoo.runs.holds_only_setup_files`): a run that never trained would otherwise be the
+        newest run of the env, with monitor files but no model. A folder holding anything else is kept."""
+        created = self.creates_run_folder and os.path.isdir(self.save_path)
+        if created and holds_only_setup_files(self.save_path, str(self.env_name)):
+            shutil.rmtree(self.save_path, ignore_errors=True)
+            print(f"Removed {self.save_path}: the run stopped before its first training step")
+
+    def setup_experiment(self) -> tuple[BaseAlgorithm, dict[str, Any]] | None:
+        """rl-zoo3's set-up (config, envs, model); a failure removes the new run folder (:meth:`remove_unstarted_run`)."""
+        try:
+            return super().setup_experiment()
+        except BaseException:
+            self.remove_unstarted_run()
+            raise
 
     @property
     def resume_folder(self) -> str | None:
@@ -246,9 +289,10 @@ class SafeExperimentManager(ExperimentManager):
 
     def read_hyperparameters(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """rl-zoo3's reading of the config block, on a document we read first: within the limits of
-        :mod:`~sb3_ppo_ext.zoo.safe_yaml` (rl-zoo3 ``pprint``s what it reads, which expands an alias bomb) and of
+        :mod:`~sb3_ppo_ext.zoo.safe_yaml` (rl-zoo3 prints what it reads with ``pprint``, which expands an alias bomb) and of
         the shape rl-zoo3 assumes (:func:`~sb3_ppo_ext.zoo.hyperparams.check_config_document`); then the keys,
-        expressions and values of the block are checked."""
+        expressions and values of the block are checked, and only then is the block printed as rl-zoo3 prints it
+        (:class:`_DeferredPrint`)."""
         if not self.config.endswith((".yml", ".yaml")):
             raise ValueError(
                 f"conf_file must be a YAML file (.yml or .yaml): rl-zoo3 would execute Python config files, got {self.config!r}"
@@ -259,7 +303,8 @@ class SafeExperimentManager(ExperimentManager):
             document = {self.env_name.gym_id: saved_config}
         else:
             document = check_config_document(load_yaml_file(self.config), where=self.config)
-        with patched_zoo_module(exp_manager, yaml=_ReadDocument(document)):
+        deferred = _DeferredPrint()
+        with patched_zoo_module(exp_manager, yaml=_ReadDocument(document), pprint=deferred):
             hyperparams, saved_hyperparams = super().read_hyperparameters()
         if self.storage and self.study_name and self.trial_id == 0:
             # rl-zoo3 tests `if self.trial_id`, so it silently ignores trial 0: load it here, then let the
@@ -273,8 +318,13 @@ class SafeExperimentManager(ExperimentManager):
             if self.n_timesteps <= 0:
                 raise ValueError(f"n_timesteps is missing from {where}: set it there or pass -n")
             hyperparams["n_timesteps"] = self.n_timesteps
-        parsed = preprocess_block(hyperparams, where=where)
+        parsed = preprocess_block(hyperparams, where=where, algorithm=ALGOS[self.algo])
+        for key in saved_hyperparams.keys() & number_keys(ALGOS[self.algo]):
+            if isinstance(saved_hyperparams[key], str) and isinstance(parsed[key], (int, float)):
+                saved_hyperparams[key] = parsed[key]  # a number written as a string: config.yml holds the number
         check_block_values(parsed, where=where)
+        check_policy_arguments(parsed, ALGOS[self.algo], where=where)
+        deferred.print_all()  # only now: what rl-zoo3 prints is checked, so it prints in bounded time and space
         if self.resume_folder is not None:
             self.resume_point = find_resume_point(self.save_path, str(self.env_name))
             self.trained_agent, self.continue_training = self.resume_point.model_path, True
@@ -331,7 +381,12 @@ class SafeExperimentManager(ExperimentManager):
         """rl-zoo3's training; a resumed run continues its step count, schedules and evaluation history up to the
         total budget (``-n``, else the config's ``n_timesteps``), as :mod:`~sb3_ppo_ext.zoo.resume` describes."""
         if self.resume_point is None:
-            super().learn(model)
+            try:
+                super().learn(model)
+            except BaseException:
+                if model.num_timesteps == 0:  # failed before its first step: nothing trained, nothing to keep
+                    self.remove_unstarted_run()
+                raise
             return
         for callback in self.callbacks:
             if isinstance(callback, EvalCallback):

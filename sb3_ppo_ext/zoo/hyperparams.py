@@ -17,14 +17,25 @@ import os
 import re
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
 from rl_zoo3.utils import SimpleLinearSchedule
 from rl_zoo3.utils import get_saved_hyperparams as zoo_get_saved_hyperparams
 
-from sb3_ppo_ext.validation import check_int, check_number
-from sb3_ppo_ext.zoo.safe_eval import is_allowed_import_path, parse_expression
+from sb3_ppo_ext.validation import (
+    MAX_N_EPOCHS,
+    MAX_ROLLOUT_TRANSITIONS,
+    check_env_id,
+    check_int,
+    check_kwargs,
+    check_number,
+    check_policy_kwargs,
+    check_vecnormalize_kwargs,
+)
+from sb3_ppo_ext.validation import check_schedule as check_schedule_setting
+from sb3_ppo_ext.zoo.safe_eval import is_allowed_import_path, parse_expression, resolve_name
 from sb3_ppo_ext.zoo.safe_yaml import check_yaml_limits, read_yaml_text
 
 #: Keys rl-zoo3 consumes itself (ExperimentManager._preprocess_hyperparams / _preprocess_action_noise).
@@ -75,21 +86,22 @@ SCHEDULE_KEYS: tuple[str, ...] = ("learning_rate", "clip_range", "clip_range_vf"
 #: does its own.
 OWN_SCHEDULE_KEYS: tuple[str, ...] = ("vf_learning_rate",)
 _SCHEDULE_PATTERN = re.compile(r"^lin_([-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?)$")
+#: A number written in plain decimal or scientific notation: ``3e-4``, ``1E6``, ``-0.5``, ``.5``, ``+2``.
+_NUMBER_PATTERN = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+#: Zoo keys whose value is a number.
+ZOO_NUMBER_KEYS: tuple[str, ...] = ("n_envs", "n_timesteps", "frame_stack", "noise_std")
+_NUMBER_KEYS_OF_ANY_ALGORITHM = frozenset(SCHEDULE_KEYS + OWN_SCHEDULE_KEYS + ZOO_NUMBER_KEYS)
 
 # Size limits of a config block (:func:`check_block_values`): far above any real run, far below what exhausts a
-# machine's memory before training starts.
+# machine's memory before training starts. Those the algorithm checks too (MAX_ROLLOUT_TRANSITIONS, MAX_N_EPOCHS,
+# MAX_LAYER_WIDTH, MAX_HIDDEN_LAYERS) come from :mod:`sb3_ppo_ext.validation`.
 #: Most parallel envs (rl-zoo3 builds them all at once; its own configs use at most 64).
 MAX_N_ENVS = 4096
-#: Most transitions in one on-policy rollout, ``n_steps * n_envs``, and the largest ``batch_size`` (4,194,304: 32
-#: times a 64-env x 2048-step rollout).
-MAX_ROLLOUT_TRANSITIONS = 1 << 22
 #: Largest replay buffer, ``buffer_size`` (rl-zoo3's own configs use at most 1,000,000).
 MAX_BUFFER_SIZE = 10_000_000
-#: Widest hidden layer in ``policy_kwargs`` (``net_arch`` entries, ``lstm_hidden_size``): a square layer this wide has
-#: 67 M weights.
-MAX_LAYER_WIDTH = 8192
-#: Most hidden layers in one ``net_arch`` list.
-MAX_HIDDEN_LAYERS = 64
+#: Most frames stacked by ``frame_stack`` (rl-zoo3's configs stack 2 or 4; the stack multiplies the memory of every
+#: observation kept, so 10**9 frames would fill the memory at once).
+MAX_FRAME_STACK = 256
 #: Largest training budget, ``n_timesteps``.
 MAX_N_TIMESTEPS = 10**12
 #: Keys whose value, when set, must be a mapping (``None`` leaves rl-zoo3's default).
@@ -120,6 +132,33 @@ def check_config_document(document: Any, *, where: str) -> dict[str, dict[str, A
     return document
 
 
+def number_from_text(value: Any) -> Any:
+    """The number a string in plain decimal or scientific notation spells (an ``int`` when written without a dot and
+    integral: ``"1e6"`` -> 1000000, ``"64"`` -> 64; else a ``float``: ``"1e-3"`` -> 0.001); any other value unchanged.
+
+    PyYAML reads YAML 1.1, whose floats need a dot: ``learning_rate: 1e-3`` gives the string ``"1e-3"`` (rl-zoo3's
+    own configs write ``!!float 1e-3``); a user means the number.
+    """
+    if not isinstance(value, str) or not _NUMBER_PATTERN.fullmatch(value.strip()):
+        return value
+    text = value.strip()
+    if text.lstrip("+-").isdigit():
+        return int(text)
+    number = float(text)
+    return int(number) if "." not in text and number.is_integer() else number
+
+
+def number_keys(algorithm: type) -> frozenset[str]:
+    """The keys of a config block for ``algorithm`` whose value is a number: the constructor's parameters annotated
+    with ``float`` or ``int`` (alone, or with a schedule or ``None``; not those that also take a string, such as
+    SAC's ``ent_coef: "auto"``), the schedule keys and :data:`ZOO_NUMBER_KEYS`."""
+    parameters = inspect.signature(algorithm.__init__).parameters
+    annotations = {name: str(parameter.annotation) for name, parameter in parameters.items()}
+    numeric = {name for name, annotation in annotations.items()
+               if re.search(r"\b(float|int)\b", annotation) and not re.search(r"\bstr\b", annotation)}
+    return frozenset(numeric - MANAGER_SET_PARAMETERS) | _NUMBER_KEYS_OF_ANY_ALGORITHM
+
+
 def _checked(check: Any, *args: Any, where: str, **kwargs: Any) -> Any:
     """``check(*args, **kwargs)`` with ``where`` added to the message of its ``ValueError``."""
     try:
@@ -128,36 +167,18 @@ def _checked(check: Any, *args: Any, where: str, **kwargs: Any) -> Any:
         raise ValueError(f"{error} (in {where})") from None
 
 
-def _check_width(name: str, value: Any, *, where: str) -> None:
-    width = _checked(check_int, name, value, minimum=1, where=where)
-    if width > MAX_LAYER_WIDTH:
-        raise ValueError(f"{name} must be <= {MAX_LAYER_WIDTH} units (MAX_LAYER_WIDTH), got {value!r} (in {where})")
-
-
-def check_net_arch(net_arch: Any, *, where: str) -> None:
-    """Check a ``net_arch``: a list of layer widths, or a mapping of such lists (``pi`` / ``vf`` / ``qf``), with at
-    most :data:`MAX_HIDDEN_LAYERS` layers of at most :data:`MAX_LAYER_WIDTH` units."""
-    lists = net_arch.items() if isinstance(net_arch, dict) else [("", net_arch)]
-    for key, layers in lists:
-        name = f"policy_kwargs net_arch{f'[{key!r}]' if key else ''}"
-        if not isinstance(layers, (list, tuple)):
-            raise ValueError(f"{name} must be a list of layer widths (or a dict of such lists), got {layers!r} (in {where})")
-        if len(layers) > MAX_HIDDEN_LAYERS:
-            raise ValueError(f"{name} must have at most {MAX_HIDDEN_LAYERS} layers (MAX_HIDDEN_LAYERS), got "
-                             f"{len(layers)} (in {where})")
-        for width in layers:
-            _check_width(f"a layer of {name}", width, where=where)
-
-
 def check_block_values(block: Mapping[str, Any], *, where: str) -> None:
     """Check the types and sizes of the settings rl-zoo3 itself consumes, before it builds anything from them.
 
     ``n_envs`` (<= :data:`MAX_N_ENVS`), ``n_timesteps`` (<= :data:`MAX_N_TIMESTEPS`), ``n_steps`` with
     ``n_steps * n_envs`` and ``batch_size`` (<= :data:`MAX_ROLLOUT_TRANSITIONS`), ``buffer_size``
-    (<= :data:`MAX_BUFFER_SIZE`) must be numbers of those sizes (an integral float such as ``1e6`` counts as an
-    integer); the :data:`MAPPING_KEYS` mappings; ``normalize`` a boolean or a mapping; ``policy_kwargs``'
-    ``net_arch`` and ``lstm_hidden_size`` within :data:`MAX_HIDDEN_LAYERS` / :data:`MAX_LAYER_WIDTH`. Run it on
-    the block after :func:`preprocess_block`, which turns expression strings into values.
+    (<= :data:`MAX_BUFFER_SIZE`), ``n_epochs`` (<= :data:`~sb3_ppo_ext.validation.MAX_N_EPOCHS`) and ``frame_stack``
+    (<= :data:`MAX_FRAME_STACK`) must be numbers of those sizes (an integral float such as ``1e6`` counts as an
+    integer); the :data:`MAPPING_KEYS` mappings; ``normalize`` a boolean or a mapping of ``VecNormalize`` arguments
+    of their types (:func:`~sb3_ppo_ext.validation.check_vecnormalize_kwargs`); ``policy_kwargs`` the types of SB3's
+    policy arguments, with ``net_arch`` and ``lstm_hidden_size`` within the layer limits
+    (:func:`~sb3_ppo_ext.validation.check_policy_kwargs`). Run it on the block after
+    :func:`preprocess_block`, which turns expression strings into values.
 
     :param block: one config block, after merges, command-line overrides and :func:`preprocess_block`.
     :param where: where the block comes from, used in the messages.
@@ -176,20 +197,42 @@ def check_block_values(block: Mapping[str, Any], *, where: str) -> None:
                 f"(MAX_ROLLOUT_TRANSITIONS), got {n_steps} * {n_envs} = {n_steps * n_envs} (in {where})"
             )
     for name, maximum, limit in (("batch_size", MAX_ROLLOUT_TRANSITIONS, "MAX_ROLLOUT_TRANSITIONS"),
-                                 ("buffer_size", MAX_BUFFER_SIZE, "MAX_BUFFER_SIZE")):
-        if name in block and _checked(check_int, name, block[name], minimum=1, where=where) > maximum:
+                                 ("buffer_size", MAX_BUFFER_SIZE, "MAX_BUFFER_SIZE"),
+                                 ("n_epochs", MAX_N_EPOCHS, "MAX_N_EPOCHS"),
+                                 ("frame_stack", MAX_FRAME_STACK, "MAX_FRAME_STACK")):
+        unset = name == "frame_stack" and block.get(name) is None  # rl-zoo3: no stacking
+        if name in block and not unset and _checked(check_int, name, block[name], minimum=1, where=where) > maximum:
             raise ValueError(f"{name} must be <= {maximum} ({limit}), got {block[name]!r} (in {where})")
     for name in MAPPING_KEYS:
         if block.get(name) is not None and not isinstance(block[name], dict):
             raise ValueError(f"{name} must be a mapping (or a dict(...) string), got {block[name]!r} (in {where})")
+        _checked(check_kwargs, name, block.get(name), where=where)  # keys: argument names
     if "normalize" in block and not isinstance(block["normalize"], (bool, dict)):
         raise ValueError(f"normalize must be true, false or a mapping of VecNormalize arguments, got "
                          f"{block['normalize']!r} (in {where})")
-    policy_kwargs = block.get("policy_kwargs") or {}
-    if policy_kwargs.get("net_arch") is not None:
-        check_net_arch(policy_kwargs["net_arch"], where=where)
-    if policy_kwargs.get("lstm_hidden_size") is not None:
-        _check_width("policy_kwargs lstm_hidden_size", policy_kwargs["lstm_hidden_size"], where=where)
+    if isinstance(block.get("normalize"), dict):
+        _checked(check_vecnormalize_kwargs, block["normalize"], where=where)
+    _checked(check_policy_kwargs, block.get("policy_kwargs"), where=where)
+
+
+def check_policy_arguments(block: Mapping[str, Any], algorithm: type, *, where: str) -> None:
+    """Check the block's ``policy_kwargs`` against the policy it names (an alias of ``algorithm`` such as
+    ``MlpPolicy``, or an allow-listed class path): the policy must take every key, and the types of
+    :func:`~sb3_ppo_ext.validation.check_policy_kwargs` hold. A policy that cannot be resolved here is left to
+    rl-zoo3, which reports it.
+
+    :param block: one config block, after :func:`preprocess_block`.
+    :param algorithm: the algorithm class the block is for.
+    :param where: where the block comes from, used in the messages.
+    """
+    policy = block.get("policy")
+    policy_class = None
+    if isinstance(policy, str):
+        policy_class = getattr(algorithm, "policy_aliases", {}).get(policy) or resolve_name(policy)
+    elif inspect.isclass(policy):
+        policy_class = policy
+    if inspect.isclass(policy_class):
+        _checked(check_policy_kwargs, block.get("policy_kwargs"), policy_class=policy_class, where=where)
 
 
 def valid_keys(algorithm: type) -> frozenset[str]:
@@ -217,10 +260,20 @@ def check_block_keys(block: Mapping[str, Any], allowed: Iterable[str], *, where:
         )
 
 
-def check_schedule(key: str, value: Any) -> None:
-    """Check a schedule setting: a number, or a string ``lin_<number>`` (linear decay from that number to 0)."""
+def check_schedule(key: str, value: Any, *, where: str = "the config") -> None:
+    """Check a schedule setting: a number, or a string ``lin_<number>`` (linear decay from that number to 0), by the
+    rule the algorithm checks it with (:func:`sb3_ppo_ext.validation.check_schedule`: > 0 at the start of training,
+    >= 0 at its end, within the setting's upper limit), so that ``clip_range: 0`` or ``lin_-0.2`` (which rl-zoo3 turns
+    into schedules the algorithm cannot check as numbers) is refused here. ``None`` is left to rl-zoo3 and the
+    algorithm (``vf_learning_rate: null`` is valid).
+
+    :param where: where the block comes from, used in the message.
+    """
+    if value is None:
+        return
     if isinstance(value, str) and not _SCHEDULE_PATTERN.match(value.strip()):
         raise ValueError(f"{key} must be a number or a linear schedule 'lin_<initial value>' (e.g. lin_3e-4), got {value!r}")
+    _checked(check_schedule_setting, key, as_schedule(value), where=where)
 
 
 def as_schedule(value: Any) -> Any:
@@ -251,25 +304,49 @@ def check_class_paths(key: str, value: Any) -> None:
             )
 
 
-def preprocess_block(block: dict[str, Any], *, where: str) -> dict[str, Any]:
-    """Return a copy of ``block`` with every string rl-zoo3 would ``eval()`` replaced by its safely parsed value.
+#: Arguments of ``policy_kwargs`` that take a class, which a run's ``config.yml`` saves as its import path
+#: (:func:`~sb3_ppo_ext.zoo.experiment.to_plain_yaml`).
+CLASS_ARGUMENTS: tuple[str, ...] = ("activation_fn", "optimizer_class", "features_extractor_class")
+
+
+def with_classes_resolved(policy_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``policy_kwargs`` whose :data:`CLASS_ARGUMENTS` given as allow-listed import paths
+    (``"torch.nn.modules.activation.ReLU"``, what a run's ``config.yml`` holds when ``policy_kwargs`` was given on the
+    command line) are the classes; any other value is left for :func:`check_block_values` to judge."""
+    resolved = dict(policy_kwargs)
+    for key in CLASS_ARGUMENTS:
+        if isinstance(resolved.get(key), str) and resolve_name(resolved[key]) is not None:
+            resolved[key] = resolve_name(resolved[key])
+    return resolved
+
+
+def preprocess_block(block: dict[str, Any], *, where: str, algorithm: type | None = None) -> dict[str, Any]:
+    """Return a copy of ``block`` with every string rl-zoo3 would ``eval()`` replaced by its safely parsed value, and
+    every number written as a string (``learning_rate: 1e-3``, which YAML 1.1 reads as a string) as that number
+    (:func:`number_from_text`) where a number is expected.
 
     Also checks schedules and class paths, so that nothing in the result makes rl-zoo3 run code from the config.
-    ``normalize: true`` stays a boolean; ``normalize: "dict(norm_reward=False)"`` becomes a dict.
+    ``normalize: true`` stays a boolean; ``normalize: "dict(norm_reward=False)"`` becomes a dict; classes that a
+    ``policy_kwargs`` mapping names by import path become the classes (:func:`with_classes_resolved`).
 
     :param block: one config block (after merges and command-line overrides).
     :param where: where the block comes from, used in error messages.
+    :param algorithm: the algorithm class the block is for, whose numeric parameters (:func:`number_keys`) take
+        numbers written as strings; without it, only the schedule keys and :data:`ZOO_NUMBER_KEYS` do.
     """
-    parsed = dict(block)
+    numeric = _NUMBER_KEYS_OF_ANY_ALGORITHM if algorithm is None else number_keys(algorithm)
+    parsed = {key: number_from_text(value) if key in numeric else value for key, value in block.items()}
     for key in EXPRESSION_KEYS:
         if isinstance(parsed.get(key), str):
             parsed[key] = parse_expression(parsed[key], what=f"{key} in {where}")
+    if isinstance(parsed.get("policy_kwargs"), dict):
+        parsed["policy_kwargs"] = with_classes_resolved(parsed["policy_kwargs"])
     for key in SCHEDULE_KEYS:
         if key in parsed:
-            check_schedule(key, parsed[key])
+            check_schedule(key, parsed[key], where=where)
     for key in OWN_SCHEDULE_KEYS:
         if key in parsed:
-            check_schedule(key, parsed[key])
+            check_schedule(key, parsed[key], where=where)
             parsed[key] = as_schedule(parsed[key])
     for key in CLASS_PATH_KEYS:
         if key in parsed:
@@ -311,21 +388,56 @@ def load_run_yaml(path: str) -> Any:
         raise ValueError(f"{path} is not plain YAML (Python tags other than OrderedDict are refused): {error}") from None
 
 
-def check_run_folder(stats_path: str) -> None:
-    """Check the files rl-zoo3's enjoy / record_video read from a run (``<run>/<env>/``) before they read them.
+@dataclass(frozen=True)
+class RunSettings:
+    """A run's saved settings, read and checked by :func:`check_run_folder`.
 
-    ``config.yml`` and ``args.yml`` must pass :func:`load_run_yaml`, and a string ``normalize`` in ``config.yml``
-    (which rl-zoo3 ``eval``s) must pass the restricted parser. Missing files are fine (rl-zoo3 reports them).
+    :param config: ``config.yml``: the hyperparameters the run trained with, as saved (expression strings unparsed);
+        empty when the file is missing.
+    :param arguments: ``args.yml``: the command-line options of the run; empty when the file is missing.
+    """
+
+    config: dict[str, Any]
+    arguments: dict[str, Any]
+
+
+def check_run_folder(stats_path: str) -> RunSettings:
+    """Read and check the files every command reads from a run folder (``<run>/<env>/config.yml`` and ``args.yml``),
+    before anything acts on them: the one gate for ``enjoy``, ``record-video``, ``export``, ``train --resume`` and
+    the packing of a run as an agent.
+
+    A run folder may come from anywhere (downloaded, shared), and rl-zoo3 acts on what these files name: it imports
+    and calls the classes of ``env_wrapper`` / ``vec_env_wrapper`` / ``callback``, ``eval``s ``normalize`` and
+    ``policy_kwargs``, and gymnasium imports the module of an env id ``module:Env-v0``. So ``config.yml`` gets the
+    checks of a config block (:func:`preprocess_block`: the allow-list of class paths, the restricted expression
+    parser; :func:`check_block_values`: types and sizes) and ``args.yml``'s env id :func:`check_env_id`. Both files
+    must pass :func:`load_run_yaml`. Missing files are fine (the command reports them).
 
     :param stats_path: the run's parameter folder, ``logs/<algo>/<env>_<n>/<env>``.
+    :raises ValueError: naming the file and the setting that is refused.
     """
+    documents: dict[str, dict[str, Any]] = {}
     for name in ("config.yml", "args.yml"):
         path = os.path.join(stats_path, name)
+        documents[name] = {}
         if not os.path.isfile(path):
             continue
         content = load_run_yaml(path)
-        if name == "config.yml" and isinstance(content, Mapping) and isinstance(content.get("normalize"), str):
-            parse_expression(content["normalize"], what=f"normalize in {path}")
+        if content is None:
+            continue
+        if not isinstance(content, Mapping):
+            raise ValueError(f"{path} is not a mapping of settings (got {type(content).__name__})")
+        documents[name] = dict(content)
+    config, arguments = documents["config.yml"], documents["args.yml"]
+    where = os.path.join(stats_path, "config.yml")
+    try:
+        check_block_values(preprocess_block(config, where=where), where=where)
+    except ValueError as error:
+        message = str(error)
+        raise ValueError(message if where in message else f"{where}: {message}") from None
+    if arguments.get("env") is not None:
+        check_env_id(arguments["env"], where=os.path.join(stats_path, "args.yml"))
+    return RunSettings(config=config, arguments=arguments)
 
 
 def checked_get_saved_hyperparams(stats_path: str, *args: Any, **kwargs: Any) -> tuple[dict[str, Any], str | None]:

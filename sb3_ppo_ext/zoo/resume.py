@@ -41,7 +41,7 @@ from stable_baselines3.common.monitor import Monitor
 from sb3_ppo_ext.callbacks._files import atomic_write
 from sb3_ppo_ext.callbacks.checkpoint import find_latest_checkpoint, list_checkpoints
 from sb3_ppo_ext.safe_loading import read_zip_data
-from sb3_ppo_ext.zoo.hyperparams import load_run_yaml
+from sb3_ppo_ext.zoo.hyperparams import check_run_folder, load_run_yaml
 
 #: The options that may be given with ``--resume`` (``argparse`` destinations): how the run is carried out, not what
 #: it trains. Every other setting comes from the run's ``args.yml`` / ``config.yml``.
@@ -68,7 +68,8 @@ def run_settings(run_folder: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """The parameter folder of a run (``<run>/<env>``) and its saved ``args.yml`` and ``config.yml``.
 
     :param run_folder: rl-zoo3's run folder, ``<log folder>/<algo>/<env>_<n>``.
-    :raises ResumeError: when the folder or its settings are missing or unreadable.
+    :raises ResumeError: when the folder or its settings are missing, unreadable or refused
+        (:func:`~sb3_ppo_ext.zoo.hyperparams.check_run_folder`).
     """
     if not os.path.isdir(run_folder):
         raise ResumeError(f"--resume: {run_folder!r} is not a folder (give a run folder, e.g. logs/ppo_ext/<env>_1)")
@@ -77,16 +78,18 @@ def run_settings(run_folder: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
         what = "no <env>/args.yml" if not found else f"{len(found)} <env>/args.yml files"
         raise ResumeError(f"--resume: {run_folder!r} has {what}: give the folder of one run, e.g. logs/ppo_ext/<env>_1")
     params_path = os.path.dirname(found[0])
-    settings = []
     for name in ("args.yml", "config.yml"):
         path = os.path.join(params_path, name)
         if not os.path.isfile(path):
             raise ResumeError(f"--resume: {path} is missing: the run's settings cannot be read")
-        document = load_run_yaml(path)
-        if not isinstance(document, dict):
-            raise ResumeError(f"--resume: {path} is not a mapping of settings")
-        settings.append(dict(document))
-    return params_path, settings[0], settings[1]
+    try:
+        settings = check_run_folder(params_path)
+    except ValueError as error:
+        raise ResumeError(f"--resume: {error}") from None
+    if not settings.arguments or not settings.config:
+        empty = "args.yml" if not settings.arguments else "config.yml"
+        raise ResumeError(f"--resume: {os.path.join(params_path, empty)} holds no settings")
+    return params_path, settings.arguments, settings.config
 
 
 def given_options(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:

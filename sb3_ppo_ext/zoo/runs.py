@@ -4,6 +4,7 @@ command means when the user names only the env."""
 from __future__ import annotations
 
 import difflib
+import glob
 import os
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
@@ -33,6 +34,54 @@ def list_runs(log_folder: str, algorithms: Iterable[str]) -> list[Run]:
             if separator and env_name and number.isdigit() and os.path.isdir(path):
                 runs.append(Run(algo, env_name, int(number), os.path.getmtime(path)))
     return sorted(runs)
+
+
+def run_path(log_folder: str, run: Run) -> str:
+    """The folder of ``run`` under ``log_folder``."""
+    return os.path.join(log_folder, run.algo, f"{run.env_name}_{run.number}")
+
+
+def model_file_pattern(env_name: str, *, load_best: bool = False, load_checkpoint: int | str | None = None,
+                       load_last_checkpoint: bool = False) -> str:
+    """The file (a glob pattern, relative to a run folder) of the model that rl-zoo3's ``get_model_path`` loads with
+    these options: the final model ``<env name>.zip``, ``best_model.zip``, or a ``--save-freq`` checkpoint."""
+    if load_best:
+        return "best_model.zip"
+    if load_checkpoint is not None:
+        return f"rl_model_{load_checkpoint}_steps.zip"
+    if load_last_checkpoint:
+        return "rl_model_*_steps.zip"
+    return f"{glob.escape(env_name)}.zip"
+
+
+def holds_model(folder: str, pattern: str) -> bool:
+    """Whether run ``folder`` holds a file matching ``pattern`` (from :func:`model_file_pattern`).
+
+    A run folder without one is a run that stopped before it saved a model, or the folder an ``optimize`` run
+    leaves (monitor files only): nothing to play."""
+    return any(os.path.isfile(path) for path in glob.glob(os.path.join(glob.escape(folder), pattern)))
+
+
+#: What a ``train`` command writes into its new run folder before its first training step, besides the training
+#: envs' monitor files (``<n>.monitor.csv``): the files of the ``<env name>/`` folder, with the run's settings and
+#: its first ``VecNormalize`` statistics.
+SETUP_SETTINGS_FILES: frozenset[str] = frozenset({"config.yml", "args.yml", "command.txt", "vecnormalize.pkl",
+                                                  "vecnormalize.npz"})
+
+
+def holds_only_setup_files(folder: str, env_name: str) -> bool:
+    """Whether run ``folder`` holds nothing but what a ``train`` command writes there before it trains: monitor
+    files and the ``<env name>/`` folder of :data:`SETUP_SETTINGS_FILES` (no model, checkpoint, evaluation or
+    anything else)."""
+    for entry in os.scandir(folder):
+        if entry.is_file(follow_symlinks=False) and entry.name.endswith(".monitor.csv"):
+            continue
+        if entry.name != env_name or entry.is_symlink() or not entry.is_dir():
+            return False
+        if any(not item.is_file(follow_symlinks=False) or item.name not in SETUP_SETTINGS_FILES
+               for item in os.scandir(entry.path)):
+            return False
+    return True
 
 
 def newest_run(runs: Iterable[Run], env_name: str, number: int = 0) -> Run | None:

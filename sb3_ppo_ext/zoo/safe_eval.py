@@ -21,6 +21,13 @@ from typing import Any
 #: Calls allowed in a config expression and the Python builtin they build.
 _ALLOWED_CALLS: dict[str, type] = {"dict": dict, "list": list, "tuple": tuple}
 
+#: Longest expression parsed (characters): rl-zoo3's longest ``policy_kwargs`` string has about 200. Python's parser
+#: needs memory and recursion in proportion to the nesting, so a long chain of signs (``"-" * 100000 + "1"``) would
+#: end in a ``MemoryError`` or ``RecursionError``.
+MAX_EXPRESSION_LENGTH = 10_000
+#: Deepest nesting of the parsed expression (syntax-tree levels; ``dict(net_arch=dict(pi=[64]))`` has 6).
+MAX_EXPRESSION_DEPTH = 32
+
 #: torch.nn activation functions and torch.optim optimisers, reachable as ``nn.X``, ``th.nn.X``, ``torch.nn.X``,
 #: ``th.optim.X`` and ``torch.optim.X`` (the names rl-zoo3's configs use).
 _ACTIVATIONS = (
@@ -62,6 +69,7 @@ _CLASS_MODULES: tuple[tuple[str, str], ...] = (
     ("stable_baselines3.common.buffers", "stable_baselines3.common.buffers.BaseBuffer"),
     ("stable_baselines3.her", "stable_baselines3.common.buffers.BaseBuffer"),
     ("stable_baselines3.common.sb2_compat.rmsprop_tf_like", "torch.optim.Optimizer"),
+    ("stable_baselines3.common.torch_layers", "stable_baselines3.common.torch_layers.BaseFeaturesExtractor"),
 )
 
 
@@ -95,7 +103,8 @@ def _public_subclasses(module_name: str, base_path: str) -> dict[str, type]:
 
 @functools.cache
 def _short_names() -> dict[str, Any]:
-    """Activations and optimisers under their usual aliases, and the short names rl-zoo3's configs use."""
+    """Activations and optimisers under their usual aliases and their defining module's path (``torch.nn.modules.
+    activation.ReLU``: how a run's ``config.yml`` saves a class), and the short names rl-zoo3's configs use."""
     from torch import nn, optim
 
     names: dict[str, Any] = {}
@@ -105,6 +114,8 @@ def _short_names() -> dict[str, Any]:
     for name in _OPTIMISERS:
         for prefix in ("th.optim", "torch.optim", "optim"):
             names[f"{prefix}.{name}"] = getattr(optim, name)
+    for value in list(names.values()):
+        names[f"{value.__module__}.{value.__qualname__}"] = value
     names["RMSpropTFLike"] = _import_attr("stable_baselines3.common.sb2_compat.rmsprop_tf_like.RMSpropTFLike")
     names["HerReplayBuffer"] = _import_attr("stable_baselines3.HerReplayBuffer")
     return names
@@ -214,11 +225,13 @@ class _Evaluator:
         if isinstance(node, ast.Tuple):
             return tuple(self.value(element) for element in node.elts)
         if isinstance(node, ast.Set):
-            return {self.value(element) for element in node.elts}
+            return self.hashed(node, set, [self.value(element) for element in node.elts])
         if isinstance(node, ast.Dict):
             if any(key is None for key in node.keys):
                 raise self.refuse(node, "'**' unpacking is not allowed")
-            return {self.value(key): self.value(value) for key, value in zip(node.keys, node.values)}  # type: ignore[arg-type]
+            pairs = zip(node.keys, node.values)
+            items = [(self.value(key), self.value(value)) for key, value in pairs]  # type: ignore[arg-type]
+            return self.hashed(node, dict, items)
         if isinstance(node, ast.Call):
             return self.call(node)
         if isinstance(node, (ast.Name, ast.Attribute)):
@@ -230,6 +243,14 @@ class _Evaluator:
                 return resolved
             raise self.refuse_name(node, dotted)
         raise self.refuse(node, f"{type(node).__name__} expressions are not allowed; use literals, dict(), list()")
+
+    def hashed(self, node: ast.expr, builder: type, contents: list[Any]) -> Any:
+        """``builder(contents)`` (a set of the members, a dict of the pairs), refused when a key is unhashable."""
+        try:
+            return builder(contents)
+        except TypeError:
+            raise self.refuse(node, "dict keys and set members must be hashable: numbers, strings, booleans, None or "
+                                    "tuples of them, not lists, dicts or sets") from None
 
     def call(self, node: ast.Call) -> Any:
         if not isinstance(node.func, ast.Name) or node.func.id not in _ALLOWED_CALLS:
@@ -257,12 +278,33 @@ def parse_expression(text: str, *, what: str = "config value") -> Any:
     :param text: the expression, e.g. ``"dict(net_arch=[64, 64], activation_fn=nn.Tanh)"``.
     :param what: what the text is (a config key, a command-line option), used in error messages.
     :return: the value.
-    :raises ValueError: if the text is not valid Python or uses anything outside the allowed subset.
+    :raises ValueError: if the text is not valid Python, is longer than :data:`MAX_EXPRESSION_LENGTH` characters,
+        nests deeper than :data:`MAX_EXPRESSION_DEPTH` levels or uses anything outside the allowed subset.
     """
     if not isinstance(text, str):
         raise ValueError(f"{what}: expected an expression string, got {text!r}")  # noqa: TRY004 (project rule: ValueError)
+    if len(text) > MAX_EXPRESSION_LENGTH:
+        raise ValueError(f"{what}: the expression is {len(text)} characters long, the limit is {MAX_EXPRESSION_LENGTH} "
+                         f"(MAX_EXPRESSION_LENGTH); it starts {text[:40]!r}")
+    nesting = f"nests deeper than {MAX_EXPRESSION_DEPTH} levels (MAX_EXPRESSION_DEPTH)"
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as error:
         raise ValueError(f"{what}: {text!r} is not a valid Python expression ({error.msg})") from None
+    except (RecursionError, MemoryError):  # what Python's parser raises for thousands of nested signs or brackets
+        raise ValueError(f"{what}: the expression {nesting}; it starts {text[:40]!r}") from None
+    if syntax_depth(tree) > MAX_EXPRESSION_DEPTH:
+        raise ValueError(f"{what}: the expression {nesting}; it starts {text[:40]!r}")
     return _Evaluator(text.strip(), what).value(tree.body)
+
+
+def syntax_depth(tree: ast.AST) -> int:
+    """The number of levels of ``tree`` (1 for a lone node), counted without recursion and only up to one level
+    beyond :data:`MAX_EXPRESSION_DEPTH`."""
+    deepest = 0
+    pending = [(tree, 1)]
+    while pending and deepest <= MAX_EXPRESSION_DEPTH:
+        node, depth = pending.pop()
+        deepest = max(deepest, depth)
+        pending.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest

@@ -1,0 +1,108 @@
+"""What a Walker2D policy does with its foot-contact inputs: standing plateau or walking gait.
+
+Plays a model of a run (a ``--save-freq`` checkpoint and the ``VecNormalize`` statistics saved with it, loaded by
+unpickling: use it on runs you made) for deterministic episodes on the run's own task settings, and prints per
+episode: the return, the length, how far the torso moved (m), the share of steps with both feet, one foot and no
+foot on the floor, how often a contact flag changed, and the policy's sensitivity to its inputs: the mean absolute
+change of the deterministic action when an input is moved by one standard deviation of its normalised value over
+the episode (a contact flag: flipped), for the two contact flags against the median over the other 20 inputs.
+
+    python benchmarks/walker_plateau.py ~/runs/walker_contacts/sb3_ppo_ext-Walker2D-v0/rlzoo_current/seed_0 \\
+        --steps 1000000 --episodes 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+
+import numpy as np
+import torch as th
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.vec_env import VecNormalize
+
+from sb3_ppo_ext import PPO
+from sb3_ppo_ext.pretrained import find_zoo_run
+from sb3_ppo_ext.zoo.hyperparams import check_run_folder
+
+#: The observation's last two entries are the feet's floor-contact flags (docs/envs.md).
+CONTACT_INPUTS = slice(-2, None)
+
+
+def input_sensitivity(model: PPO, normalised: np.ndarray, raw_contacts: np.ndarray, statistics: VecNormalize) -> np.ndarray:
+    """Mean absolute change of the deterministic action per input, over the observations of an episode.
+
+    Each non-contact input is moved by its standard deviation over the episode (in normalised units); each contact
+    flag is flipped (0 <-> 1) in raw units and normalised with the run's statistics.
+    """
+    def actions(observations: np.ndarray) -> np.ndarray:
+        with th.no_grad():
+            return model.policy.predict(observations, deterministic=True)[0]
+
+    base = actions(normalised)
+    scale = normalised.std(axis=0)
+    changes = np.zeros(normalised.shape[1])
+    for index in range(normalised.shape[1] - 2):
+        moved = normalised.copy()
+        moved[:, index] += scale[index]
+        changes[index] = np.abs(actions(moved) - base).mean()
+    mean, var = statistics.obs_rms.mean, statistics.obs_rms.var
+    for offset, index in enumerate(range(normalised.shape[1] - 2, normalised.shape[1])):
+        moved = normalised.copy()
+        flipped = 1.0 - raw_contacts[:, offset]
+        moved[:, index] = np.clip((flipped - mean[index]) / np.sqrt(var[index] + statistics.epsilon),
+                                  -statistics.clip_obs, statistics.clip_obs)
+        changes[index] = np.abs(actions(moved) - base).mean()
+    return changes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folder", help="a grid cell or rl-zoo3 run folder")
+    parser.add_argument("--steps", type=int, required=True, help="the checkpoint's step count (rl_model_<steps>_steps)")
+    parser.add_argument("--episodes", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    th.set_num_threads(1)
+
+    run = find_zoo_run(os.path.expanduser(args.folder))
+    (params,) = glob.glob(os.path.join(glob.escape(run), "*", "config.yml"))
+    settings = check_run_folder(os.path.dirname(params))
+    checkpoints = glob.glob(os.path.join(glob.escape(run), "rl_model_*_steps.zip"))
+    chosen = min(checkpoints, key=lambda path: abs(int(path.split("_")[-2]) - args.steps))
+    steps = int(chosen.split("_")[-2])
+    env = make_vec_env(settings.arguments["env"], n_envs=1, seed=args.seed, env_kwargs=settings.config.get("env_kwargs"))
+    statistics = VecNormalize.load(os.path.join(run, f"rl_model_vecnormalize_{steps}_steps.pkl"), env)
+    statistics.training, statistics.norm_reward = False, False
+    model = PPO.load(chosen, device="cpu")
+    task = env.envs[0].unwrapped
+    print(f"{chosen}: foot_contacts={task.foot_contacts}")
+    for episode in range(args.episodes):
+        observation = statistics.reset()
+        start_x = float(task._body_xyz[0])
+        normalised, raw, total, length = [], [], 0.0, 0
+        while True:
+            normalised.append(observation[0].copy())
+            raw.append(statistics.get_original_obs()[0].copy())
+            action, _ = model.predict(observation, deterministic=True)
+            end_x = float(task._body_xyz[0])
+            observation, reward, done, _ = statistics.step(action)
+            total += float(statistics.get_original_reward()[0])
+            length += 1
+            if done[0]:
+                break
+        contacts = np.array(raw)[:, CONTACT_INPUTS]
+        both, none = (contacts.sum(axis=1) == 2).mean(), (contacts.sum(axis=1) == 0).mean()
+        switches = int(np.abs(np.diff(contacts, axis=0)).sum())
+        sensitivity = input_sensitivity(model, np.array(normalised, dtype=np.float32), contacts, statistics)
+        moved = f"moved {end_x - start_x:.2f} m, "
+        print(f"episode {episode}: return {total:.0f}, {length} steps, {moved}both feet down {both:.0%}, one "
+              f"{1 - both - none:.0%}, none {none:.0%}, {switches} flag changes; action change per input: contact "
+              f"flags {sensitivity[-2]:.4f} and {sensitivity[-1]:.4f}, other inputs median "
+              f"{np.median(sensitivity[:-2]):.4f} (max {sensitivity[:-2].max():.4f})")
+    env.close()
+
+
+if __name__ == "__main__":
+    main()

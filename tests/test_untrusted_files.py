@@ -1,0 +1,221 @@
+"""Run folders and agents a user downloads name code: no command runs it.
+
+A run's ``config.yml`` can name classes that rl-zoo3 imports and calls (``env_wrapper``, ``vec_env_wrapper``), and an
+env id ``module:Env-v0`` (a run's ``args.yml``, an agent's ``agent.json``) makes gymnasium import that module. Every
+command that reads a run folder goes through one check (:func:`sb3_ppo_ext.zoo.hyperparams.check_run_folder`); these
+tests plant each attack in a real run and try every command on it: each ends in a one-line error naming the setting,
+and the marker file the attack would write never appears.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+
+import numpy as np
+import pytest
+import torch as th
+import yaml
+
+from sb3_ppo_ext.cli import main
+from sb3_ppo_ext.pretrained import load_pretrained, read_agent, save_pretrained_from_run
+from sb3_ppo_ext.safe_loading import read_zip_data
+from sb3_ppo_ext.validation import check_env_id
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+ENV = "Pendulum-v1"
+
+
+@pytest.fixture(scope="module")
+def clean_run(tmp_path_factory):
+    """A tiny ``ppo_ext`` run of Pendulum-v1 with a checkpoint (so that ``--resume`` has something to continue)."""
+    folder = tmp_path_factory.mktemp("logs")
+    th.set_num_threads(1)
+    main(["train", "--env", ENV, "-n", "128", "-f", str(folder), "--seed", "0", "--eval-freq", "-1", "--no-progress",
+          "--verbose", "0", "--num-threads", "1", "--save-freq", "64", "--hyperparams", "n_envs:1", "n_steps:64",
+          "batch_size:64", "n_epochs:1", "policy_kwargs:dict(net_arch=[8])"])
+    return folder
+
+
+def planted(clean_run, tmp_path, marker, *, config=None, arguments=None):
+    """A copy of the clean run whose ``config.yml`` / ``args.yml`` get the given entries."""
+    logs = tmp_path / "logs"
+    shutil.copytree(clean_run, logs)
+    params = logs / "ppo_ext" / f"{ENV}_1" / ENV
+    for name, entries in (("config.yml", config), ("args.yml", arguments)):
+        if entries:
+            document = yaml.safe_load((params / name).read_text())
+            document.update(entries)
+            (params / name).write_text(yaml.safe_dump(document))
+    return logs
+
+
+def wrapper_chain(marker) -> dict:
+    """rl-zoo3 wraps the env in each listed class in turn: ``hash(env)``, ``str(...)``, then ``timeit.timeit`` runs
+    its ``setup`` string as code."""
+    return {"env_wrapper": ["builtins.hash", "builtins.str",
+                            {"timeit.timeit": {"setup": f"open({str(marker)!r}, 'w').close()", "number": 1}}]}
+
+
+@pytest.fixture
+def evil_module(tmp_path, monkeypatch):
+    """A module on the path that writes a marker file when imported."""
+    marker = tmp_path / "imported"
+    (tmp_path / "evil_wrappers.py").write_text(f"open({str(marker)!r}, 'w').close()\n\nclass Wrap:\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield marker
+    sys.modules.pop("evil_wrappers", None)
+
+
+def commands(logs, tmp_path) -> dict[str, list[str]]:
+    run = str(logs / "ppo_ext" / f"{ENV}_1")
+    return {
+        "enjoy": ["enjoy", "--env", ENV, "-f", str(logs), "-n", "5", "--no-render"],
+        "record-video": ["record-video", "--env", ENV, "-f", str(logs), "-n", "5", "-o", str(tmp_path / "video")],
+        "export": ["export", "--env", ENV, "-f", str(logs), "-o", str(tmp_path / "policy.onnx")],
+        "train --resume": ["train", "--resume", run, "-n", "256", "--no-progress", "--verbose", "0"],
+    }
+
+
+@pytest.mark.parametrize("command", ["enjoy", "record-video", "export", "train --resume"])
+def test_a_wrapper_chain_in_config_yml_runs_nowhere(command, clean_run, tmp_path, user_error):
+    marker = tmp_path / "pwned"
+    logs = planted(clean_run, tmp_path, marker, config=wrapper_chain(marker))
+    line = user_error(commands(logs, tmp_path)[command])
+    assert "env_wrapper: 'builtins.hash' is not an allow-listed class import path" in line
+    assert "config.yml" in line or command == "train --resume"
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("command", ["enjoy", "record-video", "export", "train --resume"])
+def test_a_wrapper_module_in_config_yml_is_never_imported(command, clean_run, tmp_path, evil_module, user_error):
+    logs = planted(clean_run, tmp_path, evil_module, config={"vec_env_wrapper": "evil_wrappers.Wrap"})
+    line = user_error(commands(logs, tmp_path)[command])
+    assert "vec_env_wrapper: 'evil_wrappers.Wrap' is not an allow-listed class import path" in line
+    assert not evil_module.exists() and "evil_wrappers" not in sys.modules
+
+
+def test_packing_a_run_refuses_it_too(clean_run, tmp_path):
+    marker = tmp_path / "pwned"
+    logs = planted(clean_run, tmp_path, marker, config=wrapper_chain(marker))
+    with pytest.raises(ValueError, match="env_wrapper: 'builtins.hash' is not an allow-listed"):
+        save_pretrained_from_run(str(logs), str(tmp_path / "agent"))
+    assert not marker.exists() and not (tmp_path / "agent").exists()
+
+
+def test_resume_refuses_a_module_qualified_env_id(clean_run, tmp_path, evil_module, user_error):
+    logs = planted(clean_run, tmp_path, evil_module, arguments={"env": f"evil_wrappers:{ENV}"})
+    line = user_error(commands(logs, tmp_path)["train --resume"])
+    assert "the env id 'evil_wrappers:Pendulum-v1' names the module 'evil_wrappers', which gymnasium would import" in line
+    assert not evil_module.exists() and "evil_wrappers" not in sys.modules
+
+
+def test_the_clean_run_still_plays_and_resumes(clean_run, tmp_path, capsys):
+    logs = planted(clean_run, tmp_path, None)
+    main(commands(logs, tmp_path)["enjoy"])
+    main(commands(logs, tmp_path)["train --resume"])
+    assert read_zip_data(str(logs / "ppo_ext" / f"{ENV}_1" / f"{ENV}.zip"))["num_timesteps"] == 256
+
+
+# --- agents ----------------------------------------------------------------------------------------------------
+
+
+def test_env_ids_that_import_a_module_are_refused():
+    assert check_env_id("sb3_ppo_ext/Humanoid-v0", where="f") == "sb3_ppo_ext/Humanoid-v0"
+    assert check_env_id("sb3_ppo_ext.envs:sb3_ppo_ext/Humanoid-v0", where="f")  # ours
+    assert check_env_id("gymnasium:CartPole-v1", where="f")  # already imported: importing it runs nothing
+    for refused in ("not_imported_yet_module:CartPole-v1", ":CartPole-v1", "a:b:CartPole-v1", "", 3, None):
+        with pytest.raises(ValueError, match="agent.json"):
+            check_env_id(refused, where="agent.json")
+
+
+@pytest.fixture
+def shipped_agent_copy(tmp_path):
+    source, _ = read_agent("Pendulum-v1")
+    folder = tmp_path / "agent"
+    shutil.copytree(source, folder)
+    return folder
+
+
+def rewrite_agent(folder, change) -> None:
+    path = folder / "agent.json"
+    agent = json.loads(path.read_text())
+    change(agent)
+    path.write_text(json.dumps(agent))
+
+
+def test_an_agent_naming_a_module_is_refused_before_the_import(shipped_agent_copy, evil_module, user_error):
+    rewrite_agent(shipped_agent_copy, lambda agent: agent.update(env_id=f"evil_wrappers:{ENV}"))
+    with pytest.raises(ValueError, match="names the module 'evil_wrappers'"):
+        load_pretrained(str(shipped_agent_copy))
+    line = user_error(["enjoy", "--pretrained", "--env", str(shipped_agent_copy), "-n", "5"])
+    assert "which gymnasium would import" in line
+    assert not evil_module.exists() and "evil_wrappers" not in sys.modules
+
+
+def normalised(agent) -> dict:
+    if agent.get("normalization") is None:
+        agent["normalization"] = {"mean": [0.0, 0.0, 0.0], "var": [1.0, 1.0, 1.0], "clip_obs": 10.0, "epsilon": 1e-8}
+    return agent["normalization"]
+
+
+@pytest.mark.parametrize("entry, value, message", [
+    ("mean", [float("nan"), 0.0, 0.0], "normalization mean holds a non-finite value"),
+    ("var", [1.0, float("inf"), 1.0], "normalization var holds a non-finite value"),
+    ("var", [1.0, -1.0, 1.0], "normalization var must be >= 0"),
+    ("var", [1.0, 1.0], "normalization mean and var differ in length"),
+    ("var", "1,1,1", "normalization var must be a list of numbers"),
+    ("clip_obs", 0.0, "normalization clip_obs must be a finite number > 0"),
+    ("clip_obs", float("nan"), "normalization clip_obs must be a finite number > 0"),
+    ("epsilon", -1.0, "normalization epsilon must be a finite number > 0"),
+])
+def test_an_agents_statistics_are_checked(shipped_agent_copy, entry, value, message):
+    rewrite_agent(shipped_agent_copy, lambda agent: normalised(agent).update({entry: value}))
+    with pytest.raises(ValueError, match=message):
+        read_agent(str(shipped_agent_copy))
+
+
+def test_a_fine_agent_still_loads(shipped_agent_copy):
+    rewrite_agent(shipped_agent_copy, normalised)
+    model, env = load_pretrained(str(shipped_agent_copy))
+    action, _ = model.predict(env.reset(), deterministic=True)
+    assert np.isfinite(action).all()
+    env.close()
+
+
+# --- weights and options ---------------------------------------------------------------------------------------
+
+
+def test_a_pickle_inside_policy_pth_is_a_named_error(clean_run, tmp_path):
+    import io
+    import zipfile
+
+    from sb3_ppo_ext.safe_loading import PickleRefusedError, load_without_pickles
+
+    marker = tmp_path / "pwned"
+
+    class Evil:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    payload = io.BytesIO()
+    th.save({"weight": Evil()}, payload)
+    source = clean_run / "ppo_ext" / f"{ENV}_1" / f"{ENV}.zip"
+    evil = tmp_path / "evil.zip"
+    with zipfile.ZipFile(source) as original, zipfile.ZipFile(evil, "w") as copy:
+        for item in original.infolist():
+            copy.writestr(item, payload.getvalue() if item.filename == "policy.pth" else original.read(item.filename))
+    with pytest.raises(PickleRefusedError, match=r"evil.zip: a weights file inside \(policy.pth"):
+        load_without_pickles(str(evil))
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("argv", [
+    ["export", "--env", ENV, "--fold", "logs"],
+    ["plot", "--env", ENV, "--fold", "logs"],
+    ["enjoy", "--pretrained", "--env", ENV, "--stoch"],
+])
+def test_no_command_takes_an_abbreviated_option(argv, user_error):
+    assert "unrecognized arguments: --" in user_error(argv)
