@@ -52,7 +52,7 @@ autodoc_member_order = "bysource"
 autoclass_content = "class"
 autodoc_typehints = "signature"
 autodoc_typehints_format = "short"
-# One parameter per line in long signatures (PPO's has 44).
+# One parameter per line in long signatures (PPO's, for one).
 python_maximum_signature_line_length = 110
 autodoc_default_options = {"members": True, "undoc-members": True, "show-inheritance": True}
 # RayVecEnv's module imports Ray (the `ray` extra); without it, the page is built from a stand-in module.

@@ -21,11 +21,13 @@ if TYPE_CHECKING:
         load_without_pickles,
         save_vecnormalize_statistics,
     )
+    from sb3_ppo_ext.validation import HyperparameterError
 
 __version__ = "0.1.0"
 
 #: Public name -> the module that defines it, imported on first access.
 _LAZY_NAMES: dict[str, str] = {
+    "HyperparameterError": "sb3_ppo_ext.validation",
     "PPO": "sb3_ppo_ext.ppo",
     "PickleRefusedError": "sb3_ppo_ext.safe_loading",
     "load_vecnormalize_without_pickles": "sb3_ppo_ext.safe_loading",
@@ -34,6 +36,7 @@ _LAZY_NAMES: dict[str, str] = {
 }
 
 __all__ = [
+    "HyperparameterError",
     "PPO",
     "PickleRefusedError",
     "__version__",

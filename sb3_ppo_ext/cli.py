@@ -115,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         near = difflib.get_close_matches(command, list(commands), n=1)
         hint = f" (did you mean {near[0]!r}?)" if near else ""
         fail(f"unknown command {command!r}{hint}; commands: {', '.join(commands)}")
-    from sb3_ppo_ext.zoo.commands import headless_sdl_settings
+    from sb3_ppo_ext.callbacks._render_env import headless_sdl_settings
 
     os.environ.update(headless_sdl_settings())
     try:

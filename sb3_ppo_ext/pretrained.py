@@ -34,6 +34,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+from gymnasium.envs.registration import load_env_creator
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper, VecFrameStack, VecNormalize, unwrap_vec_normalize
 
 from sb3_ppo_ext.validation import check_env_id
@@ -187,6 +188,21 @@ def _policy_alias(model: Any) -> str:
                      f"({sorted(getattr(model, 'policy_aliases', {}))}) are rebuilt from plain data")
 
 
+def recorded_env_kwargs(env_id: str, env_kwargs: dict[str, Any] | None) -> dict[str, Any]:
+    """``env_kwargs`` with the task's version-dependent defaults written out, so that the agent keeps playing the
+    task it was trained on if a later version changes a default: a locomotion task's ``foot_contacts`` (its
+    ``default_foot_contacts`` unless the kwargs choose, directly or through the ``late_foot_contacts`` quirk)."""
+    kwargs = dict(env_kwargs or {})
+    entry_point = gym.spec(env_id).entry_point
+    creator = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+    default = getattr(creator, "default_foot_contacts", None)
+    quirks = kwargs.get("reference_quirks", False)
+    late = quirks is True or (not isinstance(quirks, bool) and "late_foot_contacts" in quirks)
+    if isinstance(default, str) and "foot_contacts" not in kwargs:
+        kwargs["foot_contacts"] = "previous" if late else default
+    return kwargs
+
+
 def save_pretrained(
     model: Any,
     destination: str,
@@ -232,7 +248,7 @@ def save_pretrained(
     agent = {
         "format_version": FORMAT_VERSION,
         "env_id": env_id,
-        "env_kwargs": dict(env_kwargs or {}),
+        "env_kwargs": recorded_env_kwargs(env_id, env_kwargs),
         "env_wrapper": wrappers,
         "frame_stack": frame_stack,
         "policy": _policy_alias(model),

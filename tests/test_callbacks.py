@@ -9,9 +9,11 @@ import glob
 import importlib.util
 import os
 import struct
+import subprocess
 import sys
 import threading
 import time
+import warnings
 import zipfile
 from pathlib import Path
 from typing import ClassVar
@@ -43,8 +45,16 @@ from sb3_ppo_ext.callbacks import (
     resume_from_checkpoint,
 )
 from sb3_ppo_ext.callbacks._files import atomic_write
+from sb3_ppo_ext.callbacks._render_env import make_render_env
 from sb3_ppo_ext.callbacks._schedule import StepSchedule, next_multiple
-from sb3_ppo_ext.callbacks.live_view import _normalization_state, _normalize, resolve_mode
+from sb3_ppo_ext.callbacks.live_view import (
+    _normalization_state,
+    _normalize,
+    _view,
+    _ViewerReport,
+    missing_output_reason,
+    resolve_mode,
+)
 from sb3_ppo_ext.callbacks.plot import moving_average
 
 #: Tests that render CartPole / Pendulum frames (gymnasium's classic-control renderer needs pygame).
@@ -347,6 +357,37 @@ def test_video_callback_records_during_training_with_step_in_name(tmp_path):
     assert callback.env is None  # the env it created from the id is closed at the end
 
 
+def test_off_screen_rendering_without_a_display_uses_sdls_dummy_driver_unless_the_user_chose_one(monkeypatch):
+    for name in ("DISPLAY", "WAYLAND_DISPLAY", "SDL_VIDEODRIVER"):
+        monkeypatch.delenv(name, raising=False)
+    make_render_env("env", "CartPole-v1", None, "rgb_array").close()
+    assert os.environ.get("SDL_VIDEODRIVER") == ("dummy" if sys.platform not in ("darwin", "win32") else None)
+    monkeypatch.setenv("SDL_VIDEODRIVER", "offscreen")
+    make_render_env("env", "CartPole-v1", None, "rgb_array").close()
+    assert os.environ["SDL_VIDEODRIVER"] == "offscreen"  # the user's choice stays
+
+
+@needs_rendering
+def test_video_callback_prints_no_wayland_error_headless(tmp_path):
+    """From Python, as from the command line: SDL's Wayland probe printed "error: XDG_RUNTIME_DIR is invalid or not
+    set" when the callback first rendered (a fresh process: SDL starts once)."""
+    script = (
+        "import sys\n"
+        "from sb3_ppo_ext import PPO\n"
+        "from sb3_ppo_ext.callbacks import VideoRecorderCallback\n"
+        "model = PPO('MlpPolicy', 'CartPole-v1', n_steps=32, batch_size=32, n_epochs=1, policy_kwargs={'net_arch': [8]})\n"
+        "video = VideoRecorderCallback('CartPole-v1', video_freq=32, video_folder=sys.argv[1], max_steps=3)\n"
+        "model.learn(32, callback=video)\n"
+    )
+    environment = {name: value for name, value in os.environ.items()
+                   if name not in ("DISPLAY", "WAYLAND_DISPLAY", "XDG_RUNTIME_DIR", "SDL_VIDEODRIVER")}
+    result = subprocess.run([sys.executable, "-c", script, str(tmp_path)], env={**environment, "OMP_NUM_THREADS": "1"},
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "XDG_RUNTIME_DIR" not in result.stderr + result.stdout
+    assert glob.glob(str(tmp_path / "*.mp4"))
+
+
 @needs_rendering
 def test_video_env_created_from_an_id_gets_the_env_wrapper(tmp_path):
     model = _ppo(make_vec_env("Pendulum-v1", seed=0))
@@ -567,13 +608,66 @@ def test_live_view_stops_when_training_fails(tmp_path):
 def test_live_view_still_starting_is_terminated_at_once_when_training_ends(tmp_path):
     live = LiveViewCallback("CartPole-v1", mode="file", output_path=str(tmp_path / "live.gif"), niceness=19)
     keep = KeepProcess(live)
+    model = _ppo(make_vec_env("CartPole-v1"))
     started = time.monotonic()
-    _ppo(make_vec_env("CartPole-v1")).learn(64, callback=[live, keep])
+    # What a busy machine gave a user: no file, and now a warning that says why (once).
+    with pytest.warns(UserWarning, match=r"wrote no .*live\.gif: its process was still starting .*\(niceness 19") as caught:
+        model.learn(64, callback=[live, keep])
+    assert len([warning for warning in caught if "LiveViewCallback" in str(warning.message)]) == 1
     assert time.monotonic() - started < 10  # no waiting for a viewer that has not started playing
     assert not keep.process.is_alive() and not _live_threads()
     # The viewer runs below the trainer: niceness 19 (relative) and, on Linux, the idle scheduling class.
     assert keep.niceness == 19 or os.getpriority(os.PRIO_PROCESS, 0) > 0
     assert keep.policy == getattr(os, "SCHED_IDLE", None)
+
+
+def test_why_a_stopped_live_view_wrote_no_file():
+    assert missing_output_reason(stopped_while_starting=False, frames=40, written=2, exitcode=0) is None
+    assert "still starting" in missing_output_reason(stopped_while_starting=True, frames=0, written=0, exitcode=-15)
+    assert missing_output_reason(stopped_while_starting=False, frames=0, written=0, exitcode=0) == (
+        "it rendered no frame before training ended")
+    assert missing_output_reason(stopped_while_starting=False, frames=3, written=0, exitcode=-9) == (
+        "its process ended with exit code -9 after 3 frames")
+
+
+class _StopAfter:
+    """The viewer's stop event, set after ``steps`` steps (its frame-rate wait returns at once)."""
+
+    def __init__(self, steps: int) -> None:
+        self.steps, self.checks = steps, 0
+
+    def is_set(self) -> bool:
+        self.checks += 1
+        return self.checks > self.steps
+
+    def wait(self, _seconds: float) -> bool:
+        return False
+
+
+@needs_rendering
+def test_live_view_reports_that_it_cannot_write_its_file_and_plays_on(tmp_path):
+    """The viewer's loop, run here: a file that cannot be written is reported with the reason (once), not raised."""
+    import multiprocessing
+    import queue as queue_module
+
+    report = _ViewerReport(multiprocessing.get_context("spawn"))
+    config = {"output_path": str(tmp_path / "missing-folder" / "live.gif"), "fps": 1000.0, "seed": 0,
+              "deterministic": True, "max_frames": 10, "downsample": 4, "max_episode_steps": 3,
+              "parent_pid": os.getppid()}
+    env = gym.make("CartPole-v1", render_mode="rgb_array")
+    _view(_ppo(make_vec_env("CartPole-v1")).policy, env, config, queue_module.Queue(), _StopAfter(7), report)
+    env.close()
+    assert report.frames.value == 7 and report.written.value == 0  # two full episodes of 3 steps, then 1 step
+    assert report.first_error().startswith("FileNotFoundError: ") and report.first_error() == report.first_error()
+    report._errors.get()
+    assert report._errors.empty()  # the first failure only was sent to the training process
+    live = LiveViewCallback("CartPole-v1", mode="file", output_path=str(tmp_path / "live.gif"))
+    live.resolved_mode, live._report = "file", report  # what the training process reads from that viewer
+    with pytest.warns(UserWarning, match=r"LiveViewCallback could not write .*live\.gif: FileNotFoundError"):
+        live._warn_about_output()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        live._warn_about_output(stopped=(False, 0))  # said once
 
 
 def test_live_view_normalises_like_the_training_vecnormalize_without_updating_it():

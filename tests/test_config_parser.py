@@ -5,6 +5,8 @@ from __future__ import annotations
 import glob
 import os
 import re
+import subprocess
+import sys
 import time
 
 import optuna
@@ -267,6 +269,16 @@ def test_a_yaml_number_without_a_dot_is_the_number_where_a_number_is_expected():
     with pytest.raises(ValueError, match="learning_rate must be > 0.0, got -0.001"):
         preprocess_block({"learning_rate": "-1e-3"}, where="test", algorithm=PPO)
     assert parse_key_value_arguments(["learning_rate:1e-3"], option="--hyperparams") == {"learning_rate": 1e-3}
+
+
+def test_hyperparameter_error_is_importable_from_the_package_without_torch():
+    """The README's ``from sb3_ppo_ext import HyperparameterError``, in a fresh process that imports no torch for it."""
+    code = ("import sys; from sb3_ppo_ext import HyperparameterError; from sb3_ppo_ext.validation import check_int; "
+            "assert issubclass(HyperparameterError, (ValueError, AssertionError)); "
+            "print('torch' in sys.modules, 'HyperparameterError' in __import__('sb3_ppo_ext').__all__)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "True"]
 
 
 def test_class_paths_accept_kwargs_items():

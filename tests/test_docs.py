@@ -42,10 +42,11 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 #: Pages whose Python blocks are run: the README and every Markdown page of the site.
 EXAMPLE_PAGES = (ROOT / "README.md", *sorted(DOCS.glob("*.md")))
-#: Seconds one example (with the blocks it continues) may take; each is meant to take a few.
-EXAMPLE_TIMEOUT = 120
-#: Seconds the whole Sphinx build may take (about 30 s on a 2-core machine).
-BUILD_TIMEOUT = 300
+#: Seconds after which an example (with the blocks it continues) counts as hung. Each takes a few seconds (3-13 s on
+#: a 2-core machine with two training runs beside it); the margin is for a machine busier still.
+EXAMPLE_TIMEOUT = 600
+#: Seconds after which the Sphinx build counts as hung (it takes about 25 s on the same machine).
+BUILD_TIMEOUT = 900
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$")
 _COMMENT = re.compile(r"^\s*<!--\s*(?P<body>.*?)\s*-->\s*$")

@@ -318,3 +318,16 @@ def test_play_counts_the_flags_of_a_flag_run():
     assert episodes[0]["flags_reached"] >= 1 and episodes[1]["flags_reached"] == 0
     summary = summarise_episodes(episodes)
     assert summary["with_a_flag"] == 1 and summary["mean_flags"] == episodes[0]["flags_reached"] / 2
+
+
+def test_an_agent_records_the_contact_flags_it_was_trained_with():
+    """A later change of a task's default foot-contact flags leaves a shipped agent on the flags it learned with."""
+    from sb3_ppo_ext.pretrained import read_agent, recorded_env_kwargs
+
+    assert recorded_env_kwargs("sb3_ppo_ext/Walker2D-v0", None) == {"foot_contacts": "current"}
+    assert recorded_env_kwargs("sb3_ppo_ext/Humanoid-v0", {"foot_contacts": "previous"}) == {"foot_contacts": "previous"}
+    assert recorded_env_kwargs("sb3_ppo_ext/Walker2D-v0", {"reference_quirks": True})["foot_contacts"] == "previous"
+    assert recorded_env_kwargs("sb3_ppo_ext/RocketLander-v0", {}) == {}  # no contact flags to choose
+    for env_id in list_pretrained():
+        if env_id.startswith(("sb3_ppo_ext/Walker2D", "sb3_ppo_ext/Humanoid")):
+            assert read_agent(env_id)[1]["env_kwargs"].get("foot_contacts") in ("current", "previous"), env_id

@@ -357,7 +357,7 @@ def test_a_config_number_written_without_a_dot_trains_as_that_number(tmp_path):
         saved = dict(yaml.safe_load(file))
     assert saved["learning_rate"] == 1e-3 and saved["ent_coef"] == 1e-2
     model = PPO.load(os.path.join(folder, "CartPole-v1.zip"))
-    assert model.learning_rate == 1e-3 and model.ent_coef == 1e-2
+    assert model.lr_schedule(1.0) == 1e-3 and model.ent_coef == 1e-2
 
 
 def test_misspelt_config_key_names_the_nearest_valid_key(tmp_path, user_error):

@@ -3,12 +3,28 @@ creation in a render mode (whether a window can open: ``sb3_ppo_ext.envs._bullet
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
 from stable_baselines3.common.vec_env import VecEnv
+
+from sb3_ppo_ext.envs._bullet import display_available
+
+
+def headless_sdl_settings() -> dict[str, str]:
+    """``SDL_VIDEODRIVER=dummy`` on a machine without a display, unless an SDL video driver is chosen already.
+
+    pygame renders gymnasium's classic-control envs, ``rgb_array`` included; on such a machine SDL otherwise probes
+    its Wayland driver, whose client library prints "error: XDG_RUNTIME_DIR is invalid or not set in the environment."
+    before SDL renders off-screen anyway. The command line applies it at start; :func:`make_render_env` (the video and
+    live-view callbacks) before it builds an env that renders off-screen.
+    """
+    if display_available() or "SDL_VIDEODRIVER" in os.environ:
+        return {}
+    return {"SDL_VIDEODRIVER": "dummy"}
 
 
 def check_env_spec(name: str, env: Any, env_kwargs: Any) -> None:
@@ -42,8 +58,13 @@ def make_render_env(
     """The environment to render: created from an id with ``render_mode`` (then wrapped by ``env_wrapper``), or an
     instance checked for that mode.
 
+    Off-screen (any mode but ``"human"``) on a machine without a display, SDL's video driver is set to ``dummy``
+    first unless the user chose one (:func:`headless_sdl_settings`).
+
     :raises ValueError: when the environment does not support ``render_mode``.
     """
+    if render_mode != "human":
+        os.environ.update(headless_sdl_settings())
     if isinstance(env, str):
         check_declared_render_mode(name, env, env_kwargs, render_mode)
         created = gym.make(env, render_mode=render_mode, **(env_kwargs or {}))

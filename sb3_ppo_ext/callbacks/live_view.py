@@ -58,7 +58,8 @@ class LiveViewCallback(BaseCallback):
     update at most every ``sync_interval`` seconds. The process stops when training ends, when training fails (a
     watchdog thread notices that ``learn()`` is no longer running), when :meth:`close` is called or the callback is
     used as a context manager, and by itself when the training process dies. A crash of the viewer only warns; it
-    never stops training.
+    never stops training. Headless, a view that wrote no file (the viewer still starting, or given no CPU time on a
+    busy machine before training ended) or could not write it is warned about once, with the reason.
 
     Start method ``"spawn"`` (default) imports the main module in the child: guard scripts with
     ``if __name__ == "__main__":``.
@@ -148,6 +149,8 @@ class LiveViewCallback(BaseCallback):
         self._training_thread_id: int | None = None
         self._last_sync = -float("inf")
         self._warned_dead = False
+        self._report: _ViewerReport | None = None
+        self._warned_output = False
 
     # ----------------------------------------------------------------- callback hooks
 
@@ -202,9 +205,11 @@ class LiveViewCallback(BaseCallback):
         self._weights = self._context.Queue(maxsize=1)
         self._stop_event = self._context.Event()
         self._ready_event = self._context.Event()
+        self._report = _ViewerReport(self._context)
+        self._warned_output = False
         self.process = self._context.Process(
             target=_viewer_main,
-            args=(spec, config, self._weights, self._stop_event, self._ready_event),
+            args=(spec, config, self._weights, self._stop_event, self._ready_event, self._report),
             name="live-view",
             daemon=True,
         )
@@ -222,6 +227,7 @@ class LiveViewCallback(BaseCallback):
                 warnings.warn(f"the live view process exited (exit code {self.process.exitcode}); training goes on without it")
                 self._warned_dead = True
             return
+        self._warn_about_output()
         now = time.monotonic()
         if not force and now - self._last_sync < self.sync_interval:
             return
@@ -246,7 +252,8 @@ class LiveViewCallback(BaseCallback):
             process, self.process = self.process, None
             if process is not None:
                 self._stop_event.set()
-                if not self._ready_event.is_set():
+                starting = not self._ready_event.is_set()
+                if starting:
                     # Still importing / building its env: it has written nothing, so there is nothing to wait for.
                     process.terminate()
                 process.join(self.stop_timeout)
@@ -256,6 +263,7 @@ class LiveViewCallback(BaseCallback):
                 if process.is_alive():
                     process.kill()
                     process.join()
+                self._warn_about_output(stopped=(starting, process.exitcode))
             if self._weights is not None:
                 self._weights.cancel_join_thread()  # never block on weights the dead viewer did not read
                 self._weights.close()
@@ -265,11 +273,77 @@ class LiveViewCallback(BaseCallback):
         if watchdog is not None and watchdog is not threading.current_thread():
             watchdog.join()
 
+    def _warn_about_output(self, stopped: tuple[bool, int | None] | None = None) -> None:
+        """Warn, once, when the headless view could not write :attr:`output_path` (any time), or, once the viewer has
+        ``stopped`` (whether it was still starting then, its exit code), when it wrote no file at all."""
+        report = self._report
+        if report is None or self.resolved_mode != "file" or self._warned_output:
+            return
+        error = report.first_error()
+        if error is not None:
+            message = f"LiveViewCallback could not write {self.output_path}: {error}"
+        elif stopped is not None:
+            reason = missing_output_reason(stopped_while_starting=stopped[0], frames=report.frames.value,
+                                           written=report.written.value, exitcode=stopped[1])
+            if reason is None:
+                return
+            message = f"LiveViewCallback wrote no {self.output_path}: {reason}"
+            if stopped[0] or not report.frames.value:
+                message += (f". The viewer runs at low priority (niceness {self.niceness}"
+                            f"{', SCHED_IDLE' if self.idle_scheduling else ''}): on a busy machine it may get no CPU "
+                            "time; train longer, or lower niceness / pass idle_scheduling=False")
+        else:
+            return
+        self._warned_output = True
+        warnings.warn(message, UserWarning, stacklevel=2)
+
     def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def missing_output_reason(*, stopped_while_starting: bool, frames: int, written: int, exitcode: int | None) -> str | None:
+    """Why a stopped headless viewer wrote no file, or ``None`` when it wrote one.
+
+    :param stopped_while_starting: it was stopped before it played (still importing, building its env).
+    :param frames: frames it rendered.
+    :param written: files it wrote.
+    :param exitcode: its exit code (negative: ended by that signal).
+    """
+    if written:
+        return None
+    if stopped_while_starting:
+        return "its process was still starting (importing, building its env) when training ended"
+    if exitcode not in (0, None):
+        return f"its process ended with exit code {exitcode} after {frames} frames"
+    if not frames:
+        return "it rendered no frame before training ended"
+    return f"it rendered {frames} frames but wrote none"
+
+
+class _ViewerReport:
+    """What the viewer process reports about its output file, readable in the training process even after the
+    viewer has ended: frames rendered and files written (shared memory), and its first error writing one (a pipe)."""
+
+    def __init__(self, context: Any) -> None:
+        self.frames = context.Value("q", 0, lock=False)
+        self.written = context.Value("q", 0, lock=False)
+        self._errors = context.SimpleQueue()
+        self._error: str | None = None
+
+    def write_failed(self, error: Exception) -> None:
+        """Viewer side: report an error writing the file (the first only)."""
+        if self._error is None:
+            self._error = f"{type(error).__name__}: {error}"
+            self._errors.put(self._error)
+
+    def first_error(self) -> str | None:
+        """Training side: the first error the viewer reported, or ``None``."""
+        if self._error is None and not self._errors.empty():
+            self._error = self._errors.get()
+        return self._error
 
 
 def _lower_priority(pid: int | None, niceness: int, idle_scheduling: bool) -> None:
@@ -321,7 +395,7 @@ def _frame_on_stack(target: FrameType | None, thread_id: int | None) -> bool:
 # --------------------------------------------------------------------- viewer process
 
 
-def _viewer_main(spec: bytes, config: dict[str, Any], weights: Any, stop: Any, ready: Any) -> None:
+def _viewer_main(spec: bytes, config: dict[str, Any], weights: Any, stop: Any, ready: Any, report: _ViewerReport) -> None:
     """Entry point of the viewer process; sets ``ready`` once it plays (from then on it stops only when asked)."""
     if not hasattr(os, "setpriority") and hasattr(os, "nice"):  # elsewhere the parent has lowered it already
         try:
@@ -340,7 +414,7 @@ def _viewer_main(spec: bytes, config: dict[str, Any], weights: Any, stop: Any, r
     env = make_render_env("env", config["env_id"], config["env_kwargs"], config["render_mode"], env_wrapper)
     ready.set()
     try:
-        _view(policy, env, config, weights, stop)
+        _view(policy, env, config, weights, stop, report)
     except Exception:
         traceback.print_exc()
         raise
@@ -353,7 +427,7 @@ def _viewer_main(spec: bytes, config: dict[str, Any], weights: Any, stop: Any, r
     os._exit(0)
 
 
-def _view(policy: Any, env: gym.Env, config: dict[str, Any], weights: Any, stop: Any) -> None:
+def _view(policy: Any, env: gym.Env, config: dict[str, Any], weights: Any, stop: Any, report: _ViewerReport) -> None:
     import torch as th
 
     output_path = config["output_path"]
@@ -374,15 +448,15 @@ def _view(policy: Any, env: gym.Env, config: dict[str, Any], weights: Any, stop:
         steps += 1
         if output_path is not None and len(frames) < config["max_frames"]:
             frames.append(env.render()[:: config["downsample"], :: config["downsample"]])
+            report.frames.value += 1
         if terminated or truncated or steps >= config["max_episode_steps"]:
             if output_path is not None and frames:
-                _write(output_path, frames, config["fps"])
-                written += 1
+                written += _write_reported(output_path, frames, config["fps"], report)
             frames, steps = [], 0
             observation, _ = env.reset()
         stop.wait(max(0.0, frame_interval - (time.monotonic() - started)))
     if output_path is not None and frames and not written:
-        _write(output_path, frames, config["fps"])  # a short run still leaves something to look at
+        _write_reported(output_path, frames, config["fps"], report)  # a short run still leaves something to look at
 
 
 def _latest(weights: Any) -> Any:
@@ -399,6 +473,18 @@ def _normalize(observation: np.ndarray, normalization: tuple[np.ndarray, np.ndar
         return observation
     mean, var, epsilon, clip = normalization
     return np.clip((observation - mean) / np.sqrt(var + epsilon), -clip, clip).astype(np.float32)
+
+
+def _write_reported(path: str, frames: list[np.ndarray], fps: float, report: _ViewerReport) -> int:
+    """Write the file (:func:`_write`) and count it in ``report``; an error is reported, not raised (the viewer plays
+    on, and may write the next episode). Returns the number of files written, 0 or 1."""
+    try:
+        _write(path, frames, fps)
+    except Exception as error:  # noqa: BLE001  (any failure to write is the user's to see, never the viewer's end)
+        report.write_failed(error)
+        return 0
+    report.written.value += 1
+    return 1
 
 
 def _write(path: str, frames: list[np.ndarray], fps: float) -> None:

@@ -384,18 +384,6 @@ def _zoo_play_argv(argv: Sequence[str], *, headless_no_render: bool) -> list[str
     return argv
 
 
-def headless_sdl_settings() -> dict[str, str]:
-    """``SDL_VIDEODRIVER=dummy`` on a machine without a display, unless an SDL video driver is chosen already.
-
-    pygame renders gymnasium's classic-control envs, ``rgb_array`` included; on such a machine SDL otherwise probes
-    its Wayland driver, whose client library prints "error: XDG_RUNTIME_DIR is invalid or not set in the environment."
-    before SDL renders off-screen anyway. The live view's headless viewer uses the same setting.
-    """
-    if display_available() or "SDL_VIDEODRIVER" in os.environ:
-        return {}
-    return {"SDL_VIDEODRIVER": "dummy"}
-
-
 def _pretrained_parser(command: str, description: str) -> argparse.ArgumentParser:
     parser = add_debug_option(argparse.ArgumentParser(prog=f"sb3-ppo-ext {command}", description=description, allow_abbrev=False))
     parser.add_argument("--pretrained", action="store_true", required=True,
