@@ -664,10 +664,10 @@ def test_live_view_reports_that_it_cannot_write_its_file_and_plays_on(tmp_path):
     live = LiveViewCallback("CartPole-v1", mode="file", output_path=str(tmp_path / "live.gif"))
     live.resolved_mode, live._report = "file", report  # what the training process reads from that viewer
     with pytest.warns(UserWarning, match=r"LiveViewCallback could not write .*live\.gif: FileNotFoundError"):
-        live._warn_about_output()
+        live._warn_if_write_failed()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        live._warn_about_output(stopped=(False, 0))  # said once
+        live._warn_if_nothing_written(False, 0)  # said once
 
 
 def test_live_view_normalises_like_the_training_vecnormalize_without_updating_it():

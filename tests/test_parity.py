@@ -121,6 +121,23 @@ def test_same_seed_same_run_as_sb3(case, fast_collect):
     assert_same_run(theirs, ours)
 
 
+def test_a_batch_size_above_the_rollout_size_warns_and_trains_as_sb3():
+    """SB3 only warns when ``batch_size > n_steps * n_envs`` (each epoch is then one minibatch of the whole rollout):
+    so does ours, with SB3's text, and the run is SB3's."""
+    kwargs = dict(SMALL, batch_size=100)  # rollouts of 64 transitions
+
+    def warned(algorithm: type) -> tuple[tuple[Any, StepRecorder], list[str]]:
+        with pytest.warns(UserWarning, match="mini-batch size of 100") as caught:
+            run = train(algorithm, "CartPole-v1", 1, **kwargs)
+        return run, [str(warning.message) for warning in caught if "mini-batch" in str(warning.message)]
+
+    theirs, their_warnings = warned(SB3PPO)
+    ours, our_warnings = warned(PPO)
+    assert our_warnings == their_warnings
+    assert ours[0]._n_updates == ROLLOUTS * kwargs["n_epochs"]  # one minibatch per epoch
+    assert_same_run(theirs, ours)
+
+
 def test_early_stopping_case_stops_early():
     env, n_envs, kwargs = CASES["cartpole-early-stop-vf-clip"]
     model, _ = train(PPO, env, n_envs, **kwargs)

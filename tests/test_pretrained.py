@@ -3,6 +3,7 @@
 import json
 import os
 import pickle
+import re
 import shutil
 
 import cloudpickle
@@ -180,6 +181,41 @@ def test_cli_enjoy_record_export(pendulum_agent, tmp_path, capsys):
     env.training = False
     expected, _ = model.predict(env.normalize_obs(raw), deterministic=True)
     np.testing.assert_allclose(onnx_action, expected, atol=1e-5)
+
+
+def test_enjoy_plays_several_episodes_by_default_and_sums_them_up(pendulum_agent, capsys):
+    """The default is a number of episodes, not a number of steps (1000 steps were one humanoid episode)."""
+    _, _, folder = pendulum_agent
+    cli_main(["enjoy", "--pretrained", "--env", folder, "--n-episodes", "3", "--no-render"])
+    output = capsys.readouterr().out
+    assert output.count("Episode Reward:") == 3 and output.count("Episode Length: 200  (time limit)") == 3
+    assert re.search(r"^3 episodes: mean return -?\d+\.\d\d \(std \d+\.\d\d, min -?\d+\.\d\d, max -?\d+\.\d\d\), "
+                     r"mean length 200$", output, re.MULTILINE)
+
+
+def test_episode_lines_and_summary_say_how_each_ended_and_the_success_rate():
+    from sb3_ppo_ext.zoo.commands import episode_line, episodes_summary
+
+    landings = [
+        {"return": 200.0, "length": 230, "truncated": False, "success": True},
+        {"return": -100.0, "length": 120, "truncated": False, "success": False, "crash_reason": "hard_touchdown"},
+        {"return": 10.0, "length": 400, "truncated": True, "success": False},
+        {"return": 150.0, "length": 250, "truncated": False, "success": True},
+    ]
+    assert episode_line(landings[0]) == "Episode Reward: 200.00  Episode Length: 230  success"
+    assert episode_line(landings[1]).endswith("Episode Length: 120  no success (hard_touchdown)")
+    assert episode_line(landings[2]).endswith("no success (time limit)")
+    assert episodes_summary(landings) == [
+        "4 episodes: mean return 65.00 (std 118.00, min -100.00, max 200.00), mean length 250",
+        "success rate: 2/4 (50%); the others ended by: hard_touchdown 1, time_limit 1",
+    ]
+    walks = [{"return": 900.0, "length": 1000, "truncated": True, "distance": 30.0, "speed": 1.8},
+             {"return": 700.0, "length": 1000, "truncated": True, "distance": 20.0, "speed": 1.2}]
+    assert episode_line(walks[0]) == ("Episode Reward: 900.00  Episode Length: 1000  distance 30.0 m  mean speed "
+                                      "1.80 m/s  (time limit)")
+    assert episodes_summary(walks) == ["2 episodes: mean return 800.00 (std 100.00, min 700.00, max 900.00), mean "
+                                       "length 1000", "mean speed 1.50 m/s"]
+    assert episodes_summary([]) == ["no episode finished within the steps played (raise -n)"]
 
 
 def test_cli_missing_agent_is_one_line(capsys):

@@ -227,7 +227,7 @@ class LiveViewCallback(BaseCallback):
                 warnings.warn(f"the live view process exited (exit code {self.process.exitcode}); training goes on without it")
                 self._warned_dead = True
             return
-        self._warn_about_output()
+        self._warn_if_write_failed()
         now = time.monotonic()
         if not force and now - self._last_sync < self.sync_interval:
             return
@@ -252,7 +252,7 @@ class LiveViewCallback(BaseCallback):
             process, self.process = self.process, None
             if process is not None:
                 self._stop_event.set()
-                starting = not self._ready_event.is_set()
+                starting = not self._ready_event.is_set() and process.is_alive()
                 if starting:
                     # Still importing / building its env: it has written nothing, so there is nothing to wait for.
                     process.terminate()
@@ -263,7 +263,7 @@ class LiveViewCallback(BaseCallback):
                 if process.is_alive():
                     process.kill()
                     process.join()
-                self._warn_about_output(stopped=(starting, process.exitcode))
+                self._warn_if_nothing_written(starting, process.exitcode)
             if self._weights is not None:
                 self._weights.cancel_join_thread()  # never block on weights the dead viewer did not read
                 self._weights.close()
@@ -273,29 +273,34 @@ class LiveViewCallback(BaseCallback):
         if watchdog is not None and watchdog is not threading.current_thread():
             watchdog.join()
 
-    def _warn_about_output(self, stopped: tuple[bool, int | None] | None = None) -> None:
-        """Warn, once, when the headless view could not write :attr:`output_path` (any time), or, once the viewer has
-        ``stopped`` (whether it was still starting then, its exit code), when it wrote no file at all."""
-        report = self._report
-        if report is None or self.resolved_mode != "file" or self._warned_output:
-            return
-        error = report.first_error()
+    def _warn_if_write_failed(self) -> None:
+        """Warn (once) when the headless viewer reported that it could not write :attr:`output_path`."""
+        error = None if self._report is None else self._report.first_error()
         if error is not None:
-            message = f"LiveViewCallback could not write {self.output_path}: {error}"
-        elif stopped is not None:
-            reason = missing_output_reason(stopped_while_starting=stopped[0], frames=report.frames.value,
-                                           written=report.written.value, exitcode=stopped[1])
-            if reason is None:
-                return
-            message = f"LiveViewCallback wrote no {self.output_path}: {reason}"
-            if stopped[0] or not report.frames.value:
-                message += (f". The viewer runs at low priority (niceness {self.niceness}"
-                            f"{', SCHED_IDLE' if self.idle_scheduling else ''}): on a busy machine it may get no CPU "
-                            "time; train longer, or lower niceness / pass idle_scheduling=False")
-        else:
+            self._warn_once(f"LiveViewCallback could not write {self.output_path}: {error}")
+
+    def _warn_if_nothing_written(self, stopped_while_starting: bool, exitcode: int | None) -> None:
+        """After the viewer stopped: warn (once) when the headless view wrote no file, with the reason
+        (:func:`missing_output_reason`)."""
+        self._warn_if_write_failed()
+        report = self._report
+        if report is None or self.resolved_mode != "file":
             return
-        self._warned_output = True
-        warnings.warn(message, UserWarning, stacklevel=2)
+        frames = report.frames.value
+        reason = missing_output_reason(stopped_while_starting=stopped_while_starting, frames=frames,
+                                       written=report.written.value, exitcode=exitcode)
+        if reason is None:
+            return
+        if stopped_while_starting or not frames:
+            reason += (f". The viewer runs at low priority (niceness {self.niceness}"
+                       f"{', SCHED_IDLE' if self.idle_scheduling else ''}): on a busy machine it may get no CPU time; "
+                       "train longer, or lower niceness / pass idle_scheduling=False")
+        self._warn_once(f"LiveViewCallback wrote no {self.output_path}: {reason}")
+
+    def _warn_once(self, message: str) -> None:
+        if not self._warned_output:
+            self._warned_output = True
+            warnings.warn(message, UserWarning, stacklevel=3)
 
     def __enter__(self) -> Self:
         return self

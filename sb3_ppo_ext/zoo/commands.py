@@ -415,35 +415,78 @@ def _default_output(env_id_or_folder: str, folder: str, extension: str) -> str:
     return path
 
 
-def _print_episodes(episodes: list[dict]) -> None:
+def episode_line(episode: dict[str, Any]) -> str:
+    """One line of an episode played by :func:`~sb3_ppo_ext.pretrained.play`: return, length, and what the task
+    reports (distance and speed, flags, success and how a failure ended)."""
+    line = f"Episode Reward: {episode['return']:.2f}  Episode Length: {episode['length']}"
+    if "speed" in episode:
+        line += f"  distance {episode['distance']:.1f} m  mean speed {episode['speed']:.2f} m/s"
+    if "flags_reached" in episode:
+        line += f"  flags reached {episode['flags_reached']}"
+    if "success" in episode:
+        ended = episode.get("crash_reason", "time limit" if episode["truncated"] else "ended")
+        line += "  success" if episode["success"] else f"  no success ({ended})"
+    elif episode["truncated"]:
+        line += "  (time limit)"
+    return line
+
+
+def episodes_summary(episodes: list[dict[str, Any]]) -> list[str]:
+    """The lines that sum up the episodes played (:func:`~sb3_ppo_ext.pretrained.summarise_episodes`): the mean
+    return with its spread (standard deviation, lowest and highest) and the mean length; the success rate with how
+    the other episodes ended, where the task reports success; the mean speed and the flags, where it has them."""
+    from sb3_ppo_ext.pretrained import summarise_episodes
+
+    if not episodes:
+        return ["no episode finished within the steps played (raise -n)"]
+    summary = summarise_episodes(episodes)
+    count = summary["episodes"]
+    returns = [episode["return"] for episode in episodes]
+    lines = [f"{count} episode{'s' if count > 1 else ''}: mean return {summary['mean_return']:.2f} (std "
+             f"{summary['std_return']:.2f}, min {min(returns):.2f}, max {max(returns):.2f}), mean length "
+             f"{summary['mean_length']:.0f}"]
+    if "successes" in summary:
+        failures = ", ".join(f"{reason} {number}" for reason, number in summary["failures"].items())
+        lines.append(f"success rate: {summary['successes']}/{count} ({100 * summary['successes'] / count:.0f}%)"
+                     + (f"; the others ended by: {failures}" if failures else ""))
+    if "mean_speed_m_s" in summary:
+        lines.append(f"mean speed {summary['mean_speed_m_s']:.2f} m/s")
+    if "mean_flags" in summary:
+        lines.append(f"flags reached: mean {summary['mean_flags']:.2f}, at least one in {summary['with_a_flag']}/{count} "
+                     "episodes")
+    return lines
+
+
+def _print_episodes(episodes: list[dict[str, Any]]) -> None:
     for episode in episodes:
-        line = f"Episode Reward: {episode['return']:.2f}  Episode Length: {episode['length']}"
-        if "speed" in episode:
-            line += f"  distance {episode['distance']:.1f} m  mean speed {episode['speed']:.2f} m/s"
-        if "flags_reached" in episode:
-            line += f"  flags reached {episode['flags_reached']}"
-        line += "  (time limit)" if episode["truncated"] else ""
+        print(episode_line(episode))
+    for line in episodes_summary(episodes):
         print(line)
-    if episodes:
-        returns = [episode["return"] for episode in episodes]
-        print(f"{len(episodes)} episodes: mean return {sum(returns) / len(returns):.2f}")
-    else:
-        print("no episode finished within the steps played (raise -n)")
+
+
+def _episode_step_limit(env: Any) -> int:
+    """The time limit of the episodes of ``env`` (a ``VecEnv``), 1000 steps where its spec has none."""
+    spec = env.get_attr("spec")[0]
+    return int(getattr(spec, "max_episode_steps", None) or 1000)
 
 
 def enjoy_pretrained(argv: Sequence[str]) -> None:
-    """``enjoy --pretrained``: play a shipped agent, printing each episode's return (and distance and speed)."""
+    """``enjoy --pretrained``: play a shipped agent for a few episodes, printing each one's return (and distance and
+    speed, success), then their mean, spread and success rate."""
     from sb3_ppo_ext.pretrained import load_pretrained, play
 
     parser = _pretrained_parser("enjoy", enjoy_pretrained.__doc__)
-    parser.add_argument("-n", "--n-timesteps", type=_positive, default=1000, help="steps to play")
+    parser.add_argument("--n-episodes", type=_positive, default=5, help="episodes to play (default: 5)")
+    parser.add_argument("-n", "--n-timesteps", type=_positive, default=None,
+                        help="steps to play at most (default: what --n-episodes episodes of the task's time limit take)")
     parser.add_argument("--stochastic", action="store_true", help="sample actions instead of the mean action")
     parser.add_argument("--no-render", action="store_true", help="no window (the default on a headless machine)")
     args = parser.parse_args(list(argv))
     render = not args.no_render and display_available()
     model, env = load_pretrained(args.env, seed=args.seed, render_mode="human" if render else None)
     try:
-        _print_episodes(play(model, env, args.n_timesteps, deterministic=not args.stochastic))
+        steps = args.n_timesteps or args.n_episodes * _episode_step_limit(env)
+        _print_episodes(play(model, env, steps, deterministic=not args.stochastic, n_episodes=args.n_episodes))
     finally:
         env.close()
 
