@@ -295,7 +295,7 @@ BAD_CONFIGS: dict[str, tuple[str, str]] = {
     "empty file": ("", "is empty"),
     "top-level list": ("- Pendulum-v1\n", "holds a list at the top level"),
     "block is a number": ("Pendulum-v1: 5\n", "block must be a mapping"),
-    "n_envs: '4'": ("Pendulum-v1:\n  policy: MlpPolicy\n  n_timesteps: 64\n  n_envs: '4'\n", "n_envs must be an integer"),
+    "n_envs: 'four'": ("Pendulum-v1:\n  policy: MlpPolicy\n  n_timesteps: 64\n  n_envs: 'four'\n", "n_envs must be an integer"),
     "n_steps: 'x'": ("Pendulum-v1:\n  policy: MlpPolicy\n  n_timesteps: 64\n  n_steps: 'x'\n", "n_steps must be an integer"),
     "batch_size: 2.5": ("Pendulum-v1:\n  policy: MlpPolicy\n  n_timesteps: 64\n  batch_size: 2.5\n", "batch_size"),
     "n_timesteps: .inf": ("Pendulum-v1:\n  policy: MlpPolicy\n  n_timesteps: .inf\n", "n_timesteps must be a finite number"),
