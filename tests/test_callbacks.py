@@ -34,6 +34,7 @@ from sb3_ppo_ext import PPO
 from sb3_ppo_ext.callbacks import (
     ExportPolicyCallback,
     FreezeNormalizationCallback,
+    PinObservationStatisticsCallback,
     LearningCurveCallback,
     LiveViewCallback,
     RotatingCheckpointCallback,
@@ -469,6 +470,33 @@ def test_freeze_after_resume_past_the_step_is_immediate_and_needs_vecnormalize()
         FreezeNormalizationCallback(freeze_after_steps=0)
     with pytest.raises(ValueError, match="needs a training env wrapped in VecNormalize"):
         _ppo(make_vec_env("CartPole-v1")).learn(64, callback=FreezeNormalizationCallback(freeze_after_steps=10))
+
+
+def test_pinned_entries_reach_the_policy_unnormalised_and_are_saved_so():
+    env = _normalized_env("Pendulum-v1", n_envs=2)  # cos, sin, angular velocity
+    model = _ppo(env, n_steps=32)
+    model.learn(2048, callback=PinObservationStatisticsCallback(indices=[0, -1]))
+    # written back after every step: exact at the end of training, whatever the last update did
+    assert env.obs_rms.mean[[0, 2]].tolist() == [0.0, 0.0] and env.obs_rms.var[[0, 2]].tolist() == [1.0, 1.0]
+    assert env.obs_rms.var[1] != 1.0  # the other entries keep their statistics
+    raw = env.get_original_obs()
+    normalised = env.normalize_obs(raw)
+    np.testing.assert_allclose(normalised[:, [0, 2]], np.clip(raw[:, [0, 2]], -env.clip_obs, env.clip_obs), rtol=1e-6)
+    # during training the policy saw them within one step's drift of the raw values
+    rollout_observations = model.rollout_buffer.observations.reshape(-1, 3)
+    assert np.abs(rollout_observations[:, 0]).max() <= 1.0 + 1e-2
+
+
+def test_pinning_rejects_bad_indices_and_needs_observation_normalisation():
+    with pytest.raises(ValueError, match="non-empty list"):
+        PinObservationStatisticsCallback(indices=[])
+    with pytest.raises(ValueError, match="non-empty list"):
+        PinObservationStatisticsCallback(indices="20")
+    with pytest.raises(ValueError, match="out of range for an observation of 3 entries"):
+        _ppo(_normalized_env("Pendulum-v1")).learn(64, callback=PinObservationStatisticsCallback(indices=[3]))
+    with pytest.raises(ValueError, match="norm_obs=True"):
+        _ppo(VecNormalize(make_vec_env("Pendulum-v1"), norm_obs=False)).learn(
+            64, callback=PinObservationStatisticsCallback(indices=[0]))
 
 
 # --------------------------------------------------------------------- learning curve

@@ -13,7 +13,7 @@ from sb3_ppo_ext.callbacks.checkpoint import (
 )
 from sb3_ppo_ext.callbacks.export import ExportPolicyCallback, export_onnx, export_torchscript
 from sb3_ppo_ext.callbacks.live_view import LiveViewCallback
-from sb3_ppo_ext.callbacks.normalization import FreezeNormalizationCallback
+from sb3_ppo_ext.callbacks.normalization import FreezeNormalizationCallback, PinObservationStatisticsCallback
 from sb3_ppo_ext.callbacks.plot import LearningCurveCallback
 from sb3_ppo_ext.callbacks.video import VideoRecorderCallback
 
@@ -23,6 +23,7 @@ __all__ = [
     "FreezeNormalizationCallback",
     "LearningCurveCallback",
     "LiveViewCallback",
+    "PinObservationStatisticsCallback",
     "RotatingCheckpointCallback",
     "VideoRecorderCallback",
     "checkpoint_defect",

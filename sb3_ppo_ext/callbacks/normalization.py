@@ -1,7 +1,9 @@
-"""Freezing the ``VecNormalize`` statistics after a number of steps."""
+"""Controlling the ``VecNormalize`` statistics: freezing them after a number of steps, leaving chosen entries
+unnormalised."""
 
 from __future__ import annotations
 
+import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecNormalize
 
@@ -52,3 +54,59 @@ class FreezeNormalizationCallback(BaseCallback):
         self.logger.info(
             f"VecNormalize statistics frozen at step {self.num_timesteps} (freeze_after_steps={self.freeze_after_steps})"
         )
+
+
+class PinObservationStatisticsCallback(BaseCallback):
+    """Leave chosen observation entries unnormalised: hold their ``VecNormalize`` mean at 0 and variance at 1.
+
+    ``VecNormalize`` normalises every entry of a ``Box`` observation. For a binary input such as a foot-contact flag
+    that is almost always 1 (a walker that stands), the running statistics shrink its spread until the rare 0 becomes
+    an extreme input (several standard deviations); pinning the entry's statistics passes it to the policy as it is.
+    The statistics are written back at the start of training and after every environment step, so the saved
+    statistics (checkpoints, final model, plain ``.npz`` twin) hold the pinned values and evaluation, ``enjoy`` and
+    pretrained agents see the same inputs with no extra setting.
+
+    The entries are exact up to one step's update: ``VecNormalize`` moves the pinned mean by the batch's share of the
+    count (``n_envs / count``) before the step's observations are normalised; after the first thousand steps that is
+    under 2% for 16 envs, after 100k steps under 0.02%.
+
+    :param indices: positions in the flat observation vector (0-based; negative counts from the end) to leave as
+        they are.
+    :param verbose: verbosity level.
+    """
+
+    def __init__(self, indices: list[int], verbose: int = 0) -> None:
+        super().__init__(verbose)
+        if isinstance(indices, (str, bytes)) or not isinstance(indices, (list, tuple)) or not indices:
+            raise ValueError(f"indices must be a non-empty list of observation positions, got {indices!r}")
+        self.indices = [check_int(f"indices[{position}]", index, minimum=-(2**31)) for position, index in enumerate(indices)]
+        self.vec_normalize: VecNormalize | None = None
+
+    def _init_callback(self) -> None:
+        self.vec_normalize = find_vec_normalize(self.training_env)
+        if self.vec_normalize is None or not self.vec_normalize.norm_obs:
+            raise ValueError(
+                "PinObservationStatisticsCallback needs a training env wrapped in VecNormalize with norm_obs=True, "
+                f"got {self.training_env!r}"
+            )
+        statistics = self.vec_normalize.obs_rms
+        shape = getattr(statistics, "mean", np.zeros(0)).shape
+        if isinstance(statistics, dict) or len(shape) != 1:
+            raise ValueError(f"PinObservationStatisticsCallback needs a flat Box observation, got statistics of {shape}")
+        size = shape[0]
+        for index in self.indices:
+            if not -size <= index < size:
+                raise ValueError(f"observation index {index} is out of range for an observation of {size} entries")
+
+    def _on_training_start(self) -> None:
+        self._pin()
+
+    def _on_step(self) -> bool:
+        self._pin()
+        return True
+
+    def _pin(self) -> None:
+        assert self.vec_normalize is not None
+        statistics = self.vec_normalize.obs_rms
+        statistics.mean[self.indices] = 0.0
+        statistics.var[self.indices] = 1.0
