@@ -1,16 +1,33 @@
-"""Env steps per second of the bundled locomotion tasks against pybullet_envs_gymnasium's equivalents.
+"""Env steps per second of the bundled tasks: against their own physics floor, and against pybullet_envs_gymnasium.
 
-Not a test: prints one table. For each task it times, in this one process,
+Not a test: prints two tables.
 
-* ``ours``: ``sb3_ppo_ext/<task>`` with uniform random actions, resetting when an episode ends;
-* ``reference``: pybullet_envs_gymnasium's equivalent under the same loop and actions;
-* ``ceiling``: the ``stepSimulation()`` calls alone, timed inside our env on the same run (same model, physics
-  settings and states), the rate no Python wrapper can beat.
+**Own cost** (Walker2D, Humanoid and RocketLander, side by side in one run). For each task:
 
-The three are timed in alternating rounds so that load from other processes hits them alike; the table shows
-the best round of each (as ``timeit`` does) and the median over rounds of the per-round ratio ours / reference.
+* ``env``: ``gym.make(<id>)`` as a user gets it (time limit, order enforcing and the passive env checker
+  included), stepped with seeded uniform random actions and reset (unseeded) whenever an episode ends;
+* ``floor``: the same steps with no Python of ours: every PyBullet call the env made on its physics client during
+  those steps (resets included), recorded with their arguments on a twin env and replayed, in order, on a third
+  env started from the same seed, so that the physics goes through the very same states. The floor holds exactly
+  what the env cannot do without: ``stepSimulation``, the forces and torques it applies (the rocket re-applies its
+  force and torque before each of its 3 physics steps, as PyBullet clears them after each), the mass it updates as
+  fuel burns, the state and contact queries it reads the observation and the reward from (PyBullet builds their
+  Python tuples), and the restores and placements of a reset. PyBullet's pure maths helpers
+  (``getEulerFromQuaternion`` and the like, which touch no physics) are left out: they count as ours. The table
+  lists the calls per step that make the floor.
+* ``env/floor``: the fraction of the env's time that is the floor; the rest is our Python (observation, reward
+  terms, checks, wrappers).
 
-Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_envs.py --steps 20000``
+Both are timed in alternating rounds, in this process's CPU time (``--clock wall`` for wall time), so that load from
+other processes hits them alike and the time slices they take count for neither; the table shows the median over
+rounds of each rate and of the per-round ratio.
+
+**Reference** (Walker2D and Humanoid): ``ours`` against pybullet_envs_gymnasium's equivalent under the same loop and
+actions, and ``ceiling``, the ``stepSimulation()`` calls alone timed inside our env on the same run; the best round of
+each (as ``timeit`` does) and the median over rounds of the per-round ratio ours / reference.
+
+Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_envs.py --steps 20000`` (``--tables own`` for the first
+table only).
 """
 
 from __future__ import annotations
@@ -18,9 +35,13 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import pybullet
 
 import sb3_ppo_ext  # noqa: F401  (registers the sb3_ppo_ext/ ids)
 
@@ -28,6 +49,31 @@ PAIRS = {
     "Walker2D": ("sb3_ppo_ext/Walker2D-v0", "Walker2DBulletEnv-v0"),
     "Humanoid": ("sb3_ppo_ext/Humanoid-v0", "HumanoidBulletEnv-v0"),
 }
+
+#: Task name -> id, for the own-cost table.
+OWN_COST_TASKS = {
+    "Walker2D": "sb3_ppo_ext/Walker2D-v0",
+    "Humanoid": "sb3_ppo_ext/Humanoid-v0",
+    "RocketLander": "sb3_ppo_ext/RocketLander-v0",
+}
+
+#: PyBullet functions that are pure maths (no physics client state): what they cost counts as the env's own.
+PURE_MATHS = frozenset(
+    {
+        "getEulerFromQuaternion",
+        "getQuaternionFromEuler",
+        "getQuaternionFromAxisAngle",
+        "getAxisAngleFromQuaternion",
+        "getDifferenceQuaternion",
+        "getMatrixFromQuaternion",
+        "multiplyTransforms",
+        "invertTransform",
+        "rotateVector",
+    }
+)
+
+#: One recorded PyBullet call: (function name, args, kwargs).
+Call = tuple[str, tuple, dict]
 
 
 class TimedStepSimulation:
@@ -43,14 +89,112 @@ class TimedStepSimulation:
         self.seconds += time.perf_counter() - start
 
 
-def run_steps(env: gym.Env, actions: np.ndarray) -> float:
-    """Seconds to step ``env`` through ``actions``, resetting (unseeded) whenever an episode ends."""
-    start = time.perf_counter()
+def run_steps(env: gym.Env, actions: np.ndarray, clock: Callable[[], float] = time.perf_counter) -> float:
+    """Seconds (of ``clock``) to step ``env`` through ``actions``, resetting (unseeded) whenever an episode ends."""
+    start = clock()
     for action in actions:
         _, _, terminated, truncated, _ = env.step(action)
         if terminated or truncated:
             env.reset()
-    return time.perf_counter() - start
+    return clock() - start
+
+
+def random_actions(space: gym.spaces.Space, count: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` uniform random actions: ``float32`` rows for a Box, ``int64`` indices for a Discrete space."""
+    if isinstance(space, gym.spaces.Discrete):
+        return rng.integers(space.start, space.start + space.n, size=count, dtype=np.int64)
+    return rng.uniform(space.low, space.high, size=(count, *space.shape)).astype(space.dtype)
+
+
+def record_calls(env: gym.Env) -> list[Call]:
+    """Make ``env``'s physics client append every PyBullet call it makes (name, args, kwargs) to the returned list.
+
+    The env's client (:class:`sb3_ppo_ext.envs._bullet.BulletClient`) serves its bound functions from its instance
+    dictionary; each is replaced by one that records, then calls.
+    """
+    client = env.unwrapped._client
+    calls: list[Call] = []
+
+    def recording(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            calls.append((name, args, kwargs))
+            return function(*args, **kwargs)
+
+        return call
+
+    for name in dir(pybullet):
+        attribute = getattr(pybullet, name)
+        if not name.startswith("_") and callable(attribute) and not isinstance(attribute, type) and name != "disconnect":
+            client.__dict__[name] = recording(name, getattr(client, name))
+    return calls
+
+
+def replay_plan(env: gym.Env, calls: list[Call]) -> list[tuple[Callable[..., Any], tuple, dict]]:
+    """``calls`` bound to ``env``'s own client, pure maths left out, ready to be replayed in a loop."""
+    client = env.unwrapped._client
+    return [(getattr(client, name), args, kwargs) for name, args, kwargs in calls if name not in PURE_MATHS]
+
+
+def replay(plan: list[tuple[Callable[..., Any], tuple, dict]], clock: Callable[[], float] = time.perf_counter) -> float:
+    """Seconds (of ``clock``) to make the calls of ``plan``, in order."""
+    start = clock()
+    for function, args, kwargs in plan:
+        function(*args, **kwargs)
+    return clock() - start
+
+
+def own_cost(
+    env_id: str, steps: int, rounds: int, seed: int = 0, clock: Callable[[], float] = time.process_time
+) -> dict[str, Any]:
+    """Median env steps/s, floor steps/s and per-round floor/env ratio of ``env_id`` (see the module docstring).
+
+    :param clock: what a second is: ``time.process_time`` (default) counts only the CPU time of this process, so that
+        time slices lost to other processes on a loaded machine count for neither; ``time.perf_counter`` is wall time.
+
+    :return: ``env``, ``floor`` and ``ratio`` (medians over rounds), ``ratios`` (per round) and ``calls`` (the floor's
+        PyBullet calls per step, by name).
+    """
+    timed, recorder, replayer = (gym.make(env_id) for _ in range(3))
+    rng = np.random.default_rng(seed)
+    per_round = steps // rounds
+    actions = [random_actions(timed.action_space, per_round, rng) for _ in range(rounds)]
+    for env in (timed, recorder, replayer):
+        env.reset(seed=seed)
+    calls = record_calls(recorder)
+    plans = []
+    for round_actions in actions:
+        start = len(calls)
+        run_steps(recorder, round_actions)
+        plans.append(replay_plan(replayer, calls[start:]))
+    env_rates, floor_rates, ratios = [], [], []
+    for round_actions, plan in zip(actions, plans, strict=True):
+        env_seconds = run_steps(timed, round_actions, clock)
+        floor_seconds = replay(plan, clock)
+        env_rates.append(per_round / env_seconds)
+        floor_rates.append(per_round / floor_seconds)
+        ratios.append(floor_seconds / env_seconds)
+    for env in (timed, recorder, replayer):
+        env.close()
+    counts = Counter(name for name, _, _ in calls if name not in PURE_MATHS)
+    return {
+        "env": statistics.median(env_rates),
+        "floor": statistics.median(floor_rates),
+        "ratio": statistics.median(ratios),
+        "ratios": ratios,
+        "calls": {name: count / (per_round * rounds) for name, count in counts.most_common()},
+    }
+
+
+def print_own_cost(
+    steps: int, rounds: int, tasks: dict[str, str] = OWN_COST_TASKS, clock: Callable[[], float] = time.process_time
+) -> None:
+    """Print the own-cost table of ``tasks`` (name -> id), timed with ``clock`` (see :func:`own_cost`)."""
+    print(f"{'task':<13} {'env/s':>8} {'floor/s':>8} {'env/floor':>10}   per-round env/floor; floor calls per step")
+    for task, env_id in tasks.items():
+        result = own_cost(env_id, steps, rounds, clock=clock)
+        spread = " ".join(f"{ratio:.2f}" for ratio in result["ratios"])
+        calls = ", ".join(f"{name} {count:.2f}" for name, count in result["calls"].items())
+        print(f"{task:<13} {result['env']:8.0f} {result['floor']:8.0f} {result['ratio']:10.2f}   {spread}; {calls}")
 
 
 def compare(ours_id: str, reference_id: str, steps: int, rounds: int, seed: int = 0) -> dict[str, float]:
@@ -83,21 +227,38 @@ def compare(ours_id: str, reference_id: str, steps: int, rounds: int, seed: int 
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=20000, help="env steps per env and task, over all rounds")
-    parser.add_argument("--rounds", type=int, default=10, help="alternating timing rounds")
-    args = parser.parse_args()
+def print_reference(steps: int, rounds: int) -> None:
+    """Print the table of ours against pybullet_envs_gymnasium's tasks."""
     import pybullet_envs_gymnasium  # noqa: F401  (registers the reference ids)
 
     header = f"{'task':<10} {'ours/s':>8} {'reference/s':>12} {'best ratio':>11} {'median ratio':>13} {'ceiling/s':>10}"
     print(header + f" {'ours/ceiling':>13}")
     for task, (ours_id, reference_id) in PAIRS.items():
-        result = compare(ours_id, reference_id, args.steps, args.rounds)
+        result = compare(ours_id, reference_id, steps, rounds)
         print(
             f"{task:<10} {result['ours']:8.0f} {result['reference']:12.0f} {result['ours'] / result['reference']:11.2f}"
             f" {result['median_ratio']:13.2f} {result['ceiling']:10.0f} {result['ours'] / result['ceiling']:13.2f}"
         )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20000, help="env steps per env and task, over all rounds")
+    parser.add_argument("--rounds", type=int, default=10, help="alternating timing rounds")
+    parser.add_argument("--tables", choices=("all", "own", "reference"), default="all", help="which tables to print")
+    parser.add_argument(
+        "--clock",
+        choices=("cpu", "wall"),
+        default="cpu",
+        help="own-cost table: this process's CPU time (default) or wall time",
+    )
+    args = parser.parse_args()
+    if args.tables in ("all", "own"):
+        clock = time.process_time if args.clock == "cpu" else time.perf_counter
+        print(f"Own cost ({args.clock} time, median of {args.rounds} alternating rounds):")
+        print_own_cost(args.steps, args.rounds, clock=clock)
+    if args.tables in ("all", "reference"):
+        print_reference(args.steps, args.rounds)
 
 
 if __name__ == "__main__":

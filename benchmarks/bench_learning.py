@@ -13,23 +13,51 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+from typing import Any
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import torch as th  # noqa: E402
-from stable_baselines3 import PPO as SB3PPO  # noqa: E402
-from stable_baselines3.common.callbacks import EvalCallback, StopTrainingOnRewardThreshold  # noqa: E402
-from stable_baselines3.common.env_util import make_vec_env  # noqa: E402
+import torch as th
+from stable_baselines3 import PPO as SB3PPO
+from stable_baselines3.common.callbacks import EvalCallback, StopTrainingOnRewardThreshold
+from stable_baselines3.common.env_util import make_vec_env
 
-from sb3_ppo_ext import PPO  # noqa: E402
+from sb3_ppo_ext import PPO
 
-ZOO = {
-    "CartPole-v1": (8, 100_000, 475.0, dict(n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
-                                            learning_rate=lambda p: p * 1e-3, clip_range=lambda p: p * 0.2)),
-    "Pendulum-v1": (4, 100_000, -250.0, dict(n_steps=1024, gae_lambda=0.95, gamma=0.9, n_epochs=10, learning_rate=1e-3,
-                                             clip_range=0.2, use_sde=True, sde_sample_freq=4)),
+#: Task -> (envs, step budget, the score that counts as solved, rl-zoo3's PPO settings).
+ZOO: dict[str, tuple[int, int, float, dict[str, Any]]] = {
+    "CartPole-v1": (
+        8,
+        100_000,
+        475.0,
+        dict(
+            n_steps=32,
+            batch_size=256,
+            gae_lambda=0.8,
+            gamma=0.98,
+            n_epochs=20,
+            learning_rate=lambda p: p * 1e-3,
+            clip_range=lambda p: p * 0.2,
+        ),
+    ),
+    "Pendulum-v1": (
+        4,
+        100_000,
+        -250.0,
+        dict(
+            n_steps=1024,
+            gae_lambda=0.95,
+            gamma=0.9,
+            n_epochs=10,
+            learning_rate=1e-3,
+            clip_range=0.2,
+            use_sde=True,
+            sde_sample_freq=4,
+        ),
+    ),
 }
-VARIANTS = {
+#: Variant -> (algorithm class, its extra settings).
+VARIANTS: dict[str, tuple[type, dict[str, Any]]] = {
     "SB3 PPO": (SB3PPO, {}),
     "ours, clip": (PPO, {"objective": "clip"}),
     "ours, kl_penalty": (PPO, {"objective": "kl_penalty"}),
@@ -38,12 +66,20 @@ VARIANTS = {
 }
 
 
-def run(algorithm: type, env_id: str, seed: int, extra: dict) -> tuple[float, int, bool]:
+def run(algorithm: type, env_id: str, seed: int, extra: dict[str, Any]) -> tuple[float, int, bool]:
+    """Train one variant on one task and seed until it is solved or the budget ends.
+
+    :returns: the best evaluation mean, the steps taken, whether it reached the task's score.
+    """
     n_envs, budget, threshold, kwargs = ZOO[env_id]
     model = algorithm("MlpPolicy", make_vec_env(env_id, n_envs=n_envs, seed=seed), seed=seed, **kwargs, **extra)
-    evaluation = EvalCallback(make_vec_env(env_id, n_envs=1, seed=seed + 1000), n_eval_episodes=10,
-                              eval_freq=5000 // n_envs, verbose=0,
-                              callback_on_new_best=StopTrainingOnRewardThreshold(threshold, verbose=0))
+    evaluation = EvalCallback(
+        make_vec_env(env_id, n_envs=1, seed=seed + 1000),
+        n_eval_episodes=10,
+        eval_freq=5000 // n_envs,
+        verbose=0,
+        callback_on_new_best=StopTrainingOnRewardThreshold(threshold, verbose=0),
+    )
     model.learn(budget, callback=evaluation)
     return evaluation.best_mean_reward, model.num_timesteps, evaluation.best_mean_reward >= threshold
 

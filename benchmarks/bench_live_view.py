@@ -150,7 +150,7 @@ def main() -> None:
     def summary(values: dict[str, list[float]]) -> str:
         """Medians of each side and the median of the per-repeat overheads (each repeat is a back-to-back pair)."""
         without, with_view = statistics.median(values["without"]), statistics.median(values["with"])
-        pairs = [100.0 * (1.0 - on / off) for off, on in zip(values["without"], values["with"])]
+        pairs = [100.0 * (1.0 - on / off) for off, on in zip(values["without"], values["with"], strict=True)]
         return (
             f"{without:.0f} without, {with_view:.0f} with; overhead per pair "
             f"{', '.join(f'{value:+.1f}%' for value in pairs)}: median {statistics.median(pairs):+.1f}%"

@@ -10,6 +10,12 @@ warm-up iteration (where ``compile_update=True`` compiles).
     python benchmarks/bench_ppo.py                       # both configurations on our Walker2D
     python benchmarks/bench_ppo.py --config default --repeats 3 --compile   # adds compile_update=True
     python benchmarks/bench_ppo.py --env Walker2DBulletEnv-v0               # pybullet_envs_gymnasium's walker
+    python benchmarks/bench_ppo.py --config default --ablation              # adds ours with each speed trick off
+
+``--ablation`` adds one contender per speed trick, ours with that trick alone switched off, so that each trick's gain
+is the difference to "ours": the numpy actor (``fast_collect=False``), the direct evaluation of log-probabilities
+(``direct_evaluation=False``), the packed minibatches of ``ppo/rollout.py``, ``ClippedStep``'s direct path and fused
+Adam (``optimizer_kwargs=dict(fused=False)``, which also takes ``ClippedStep``'s direct path away).
 
 Configurations: ``default`` is SB3's defaults (1 env, n_steps 2048, batch 64, 10 epochs, 64x64 tanh); ``zoo`` is
 rl-zoo3's tuned PyBullet setting (16 envs, n_steps 512, batch 128, 20 epochs, 256x256 ReLU, gSDE, VecNormalize).
@@ -18,21 +24,24 @@ rl-zoo3's tuned PyBullet setting (16 envs, n_steps 512, batch 128, 20 epochs, 25
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import gymnasium as gym  # noqa: E402
-import numpy as np  # noqa: E402
-import torch as th  # noqa: E402
-from stable_baselines3 import PPO as SB3PPO  # noqa: E402
-from stable_baselines3.common.env_util import make_vec_env  # noqa: E402
-from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper, VecNormalize  # noqa: E402
+import gymnasium as gym
+import numpy as np
+import torch as th
+from stable_baselines3 import PPO as SB3PPO
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper, VecNormalize
 
-from sb3_ppo_ext import PPO  # noqa: E402
+from sb3_ppo_ext import PPO
+from sb3_ppo_ext.ppo import optim, rollout
 
 CONFIGS: dict[str, dict[str, Any]] = {
     "default": dict(n_envs=1, normalize=False, kwargs={}),
@@ -93,6 +102,28 @@ def timed(algorithm: type) -> type:
     return Timed
 
 
+@contextlib.contextmanager
+def patched(owner: Any, name: str, value: Any) -> Iterator[None]:
+    """``owner.name`` set to ``value`` inside the block (a speed trick switched off for one contender)."""
+    original = owner.__dict__[name]
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
+
+
+Ablation = Callable[[], contextlib.AbstractContextManager]
+#: label -> (keyword arguments of ours, the switch-off of a trick that has no keyword)
+ABLATIONS: dict[str, tuple[dict[str, Any], Ablation]] = {
+    "-numpy actor": ({"fast_collect": False}, contextlib.nullcontext),
+    "-direct eval": ({"direct_evaluation": False}, contextlib.nullcontext),
+    "-packed": ({}, lambda: patched(rollout.PackedRollout, "pack", classmethod(lambda cls, data, params: None))),
+    "-ClippedStep": ({}, lambda: patched(optim.ClippedStep, "supports", staticmethod(lambda optimizer, parameters: False))),
+    "-fused Adam": ({"policy_kwargs": {"optimizer_kwargs": {"fused": False}}}, contextlib.nullcontext),
+}
+
+
 def make_env(env_id: str, n_envs: int, normalize: bool, seed: int) -> tuple[VecEnv, TimedVecEnv]:
     venv = make_vec_env(env_id, n_envs=n_envs, seed=seed)
     timer = TimedVecEnv(venv)
@@ -104,7 +135,10 @@ def make_env(env_id: str, n_envs: int, normalize: bool, seed: int) -> tuple[VecE
 
 def measure(algorithm: type, env_id: str, config: dict[str, Any], iterations: int, seed: int, extra: dict) -> dict:
     env, timer = make_env(env_id, config["n_envs"], config["normalize"], seed)
-    model = timed(algorithm)("MlpPolicy", env, seed=seed, device="cpu", **config["kwargs"], **extra)
+    kwargs = dict(config["kwargs"], **extra)
+    if "policy_kwargs" in config["kwargs"] and "policy_kwargs" in extra:
+        kwargs["policy_kwargs"] = dict(config["kwargs"]["policy_kwargs"], **extra["policy_kwargs"])
+    model = timed(algorithm)("MlpPolicy", env, seed=seed, device="cpu", **kwargs)
     steps = model.n_steps * config["n_envs"] * iterations
     model.learn(model.n_steps * config["n_envs"])  # warm-up iteration, not timed (torch.compile compiles here)
     timer.seconds, model.train_seconds = 0.0, 0.0
@@ -174,6 +208,8 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=2, help="timed rollout+update iterations per run")
     parser.add_argument("--compile", action="store_true", help="also run ours with compile_update=True")
     parser.add_argument("--threads", type=int, default=1, help="torch threads for both (rl-zoo3's default: all cores)")
+    parser.add_argument("--ablation", action="store_true", help="also run ours with each speed trick switched off")
+    parser.add_argument("--no-sb3", action="store_true", help="leave SB3's PPO out (ours and the ablations only)")
     args = parser.parse_args()
     th.set_num_threads(args.threads)
     if "Bullet" in args.env:
@@ -183,13 +219,21 @@ def main() -> None:
     names = list(CONFIGS) if args.config == "all" else [args.config]
     for name in names:
         config = CONFIGS[name]
-        contenders: dict[str, tuple[type, dict]] = {"SB3 PPO": (SB3PPO, {}), "ours": (PPO, {})}
+        contenders: dict[str, tuple[type, dict, Ablation]] = {
+            "SB3 PPO": (SB3PPO, {}, contextlib.nullcontext),
+            "ours": (PPO, {}, contextlib.nullcontext),
+        }
+        if args.no_sb3:
+            del contenders["SB3 PPO"]
         if args.compile:
-            contenders["ours+compile"] = (PPO, {"compile_update": True})
+            contenders["ours+compile"] = (PPO, {"compile_update": True}, contextlib.nullcontext)
+        if args.ablation:
+            contenders.update({label: (PPO, *ablation) for label, ablation in ABLATIONS.items()})
         results: dict[str, list[dict]] = {label: [] for label in contenders}
         for repeat in range(args.repeats):
-            for label, (algorithm, extra) in contenders.items():
-                results[label].append(measure(algorithm, args.env, config, args.iterations, repeat, extra))
+            for label, (algorithm, extra, switched_off) in contenders.items():
+                with switched_off():
+                    results[label].append(measure(algorithm, args.env, config, args.iterations, repeat, extra))
         ceiling = env_only_rate(args.env, config)
         floor = update_floor_ms_per_step(args.env, config)
         print(f"\n== {args.env}, config '{name}' ({config['n_envs']} envs), {args.threads} torch thread(s), "
@@ -203,14 +247,16 @@ def main() -> None:
             mean = {key: statistics.mean(run[key] for run in runs) for key in runs[0]}
             each = ", ".join(f"{run['fps']:.0f}" for run in runs)
             print(
-                f"{label:12s} fps median {medians[label]:6.0f} (runs: {each}; per CPU second: {cpu_medians[label]:.0f}) | "
+                f"{label:13s} fps median {medians[label]:6.0f} (runs: {each}; per CPU second: {cpu_medians[label]:.0f}) | "
                 f"time in env {mean['env']:5.1%}, update {mean['update']:5.1%}, policy+loop {mean['other']:5.1%} | "
-                f"per env step: {mean['ms_per_step_outside_env']:.3f} ms policy+loop, {mean['ms_per_update_step']:.3f} ms update"
+                f"per env step: {mean['ms_per_step_outside_env']:.3f} ms policy+loop, "
+                f"{mean['ms_per_update_step']:.3f} ms update"
             )
+        reference = "ours" if args.no_sb3 else "SB3 PPO"
         for label in contenders:
-            if label != "SB3 PPO":
-                print(f"speed-up ({label} / SB3, medians): {medians[label] / medians['SB3 PPO']:.2f}x wall-clock, "
-                      f"{cpu_medians[label] / cpu_medians['SB3 PPO']:.2f}x per CPU second")
+            if label != reference:
+                print(f"speed-up ({label} / {reference}, medians): {medians[label] / medians[reference]:.2f}x "
+                      f"wall-clock, {cpu_medians[label] / cpu_medians[reference]:.2f}x per CPU second")
 
 
 if __name__ == "__main__":

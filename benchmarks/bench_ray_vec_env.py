@@ -26,10 +26,12 @@ the Humanoid block on a 2-core machine (two actors of 32 envs): ``--n-envs 64 --
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # before Ray starts: every address on 127.0.0.1
@@ -46,20 +48,34 @@ from sb3_ppo_ext.vec_env import RayVecEnv
 HUMANOID = "sb3_ppo_ext/Humanoid-v0"
 RAY_ACTOR_OPTIONS = {"num_cpus": 0}
 
+#: What :func:`alternate` times: a VecEnv or a model.
+Subject = TypeVar("Subject")
+
+
+def make_ray_vec_env(env_id: str, n_envs: int, envs_per_actor: int) -> VecEnv:
+    """``make_vec_env`` with :class:`RayVecEnv` (seed 0), ``envs_per_actor`` envs per Ray actor."""
+    return make_vec_env(
+        env_id,
+        n_envs,
+        seed=0,
+        # SB3's annotation names its own two VecEnv classes; any VecEnv built from a list of env functions fits.
+        vec_env_cls=RayVecEnv,  # type: ignore[arg-type]
+        vec_env_kwargs={"envs_per_actor": envs_per_actor, "actor_options": RAY_ACTOR_OPTIONS},
+    )
+
 
 def vec_env_factories(
     env_id: str, n_envs: int, envs_per_actor: list[int], subproc: bool = True
 ) -> dict[str, Callable[[], VecEnv]]:
     """Name -> function building the VecEnv of that name (seeded alike); SubprocVecEnv only if ``subproc``."""
     factories: dict[str, Callable[[], VecEnv]] = {
-        "DummyVecEnv": lambda: make_vec_env(env_id, n_envs, seed=0, vec_env_cls=DummyVecEnv)}
+        "DummyVecEnv": lambda: make_vec_env(env_id, n_envs, seed=0, vec_env_cls=DummyVecEnv)
+    }
     if subproc:
         factories["SubprocVecEnv"] = lambda: make_vec_env(env_id, n_envs, seed=0, vec_env_cls=SubprocVecEnv)
     for per_actor in envs_per_actor:
         if per_actor <= n_envs:
-            factories[f"RayVecEnv x{per_actor}"] = lambda per_actor=per_actor: make_vec_env(
-                env_id, n_envs, seed=0, vec_env_cls=RayVecEnv,
-                vec_env_kwargs={"envs_per_actor": per_actor, "actor_options": RAY_ACTOR_OPTIONS})
+            factories[f"RayVecEnv x{per_actor}"] = functools.partial(make_ray_vec_env, env_id, n_envs, per_actor)
     return factories
 
 
@@ -83,14 +99,19 @@ def reference_name(subproc: bool) -> str:
 
 
 def alternate(
-    factories: dict[str, Callable[[], object]], measure: Callable[[object], float], rounds: int, close: Callable[[object], None]
+    factories: Mapping[str, Callable[[], Subject]],
+    measure: Callable[[Subject], float],
+    rounds: int,
+    close: Callable[[Subject], None],
 ) -> list[tuple[str, float, float]]:
     """Time ``measure`` on DummyVecEnv's and SubprocVecEnv's subject (built once; SubprocVecEnv where ``factories``
     has it) and on each RayVecEnv subject, built in turn (bounding the processes alive at once), in rounds alternating
     them; (name, median rate, median of per-round ratios to :func:`reference_name`)."""
     factories = dict(factories)
     reference = reference_name("SubprocVecEnv" in factories)
-    baselines = {name: factories.pop(name)() for name in ("DummyVecEnv", "SubprocVecEnv") if name in factories}
+    baselines: dict[str, Subject] = {
+        name: factories.pop(name)() for name in ("DummyVecEnv", "SubprocVecEnv") if name in factories
+    }
     rates: dict[str, list[float]] = {name: [] for name in baselines}
     ratios: dict[str, list[float]] = {name: [] for name in baselines}
     try:
@@ -98,8 +119,9 @@ def alternate(
             candidate = build()
             rates[name], ratios[name] = [], []
             try:
+                subjects: dict[str, Subject] = {**baselines, name: candidate}
                 for _ in range(rounds):
-                    round_rates = {other: measure(subject) for other, subject in {**baselines, name: candidate}.items()}
+                    round_rates = {other: measure(subject) for other, subject in subjects.items()}
                     for other, rate in round_rates.items():
                         rates[other].append(rate)
                         ratios[other].append(rate / round_rates[reference])
@@ -120,6 +142,7 @@ def bench_collection(
             vec_env.reset()
             collection_rate(vec_env, actions[:8])  # warm-up
             return vec_env
+
         return built
 
     probe = make_vec_env(HUMANOID, 1)
@@ -127,11 +150,13 @@ def bench_collection(
     probe.close()
     space.seed(0)
     actions = np.array([[space.sample() for _ in range(n_envs)] for _ in range(steps)])
-    factories = {name: build(factory) for name, factory in vec_env_factories(HUMANOID, n_envs, envs_per_actor, subproc).items()}
+    factories = {
+        name: build(factory) for name, factory in vec_env_factories(HUMANOID, n_envs, envs_per_actor, subproc).items()
+    }
     return alternate(factories, lambda vec_env: collection_rate(vec_env, actions), rounds, lambda vec_env: vec_env.close())
 
 
-def humanoid_zoo_block() -> dict:
+def humanoid_zoo_block() -> dict[str, Any]:
     """Keyword arguments of :class:`sb3_ppo_ext.PPO` from the bundled ``ppo_ext.yml`` Humanoid block, parsed as
     ``sb3-ppo-ext train`` parses it; the number of envs and ``normalize`` are left to the caller."""
     from rl_zoo3.exp_manager import ExperimentManager
@@ -164,8 +189,15 @@ def bench_training(
         model.learn(steps_per_round, reset_num_timesteps=False)
         return steps_per_round / (time.perf_counter() - start)
 
-    factories = {name: build(factory) for name, factory in vec_env_factories(HUMANOID, n_envs, envs_per_actor, subproc).items()}
-    return alternate(factories, training_rate, rounds, lambda model: model.env.close())
+    factories = {
+        name: build(factory) for name, factory in vec_env_factories(HUMANOID, n_envs, envs_per_actor, subproc).items()
+    }
+
+    def close(model: PPO) -> None:
+        if model.env is not None:
+            model.env.close()
+
+    return alternate(factories, training_rate, rounds, close)
 
 
 def bench_call_overhead(calls: int) -> list[tuple[int, float, float, float]]:
@@ -173,8 +205,7 @@ def bench_call_overhead(calls: int) -> list[tuple[int, float, float, float]]:
     CPU microseconds of this process, the driver, per RayVecEnv step: Ray's threads in it included)."""
     rows = []
     for n_envs in (1, 8):
-        ray_env = make_vec_env("CartPole-v1", n_envs, seed=0, vec_env_cls=RayVecEnv,
-                               vec_env_kwargs={"envs_per_actor": n_envs, "actor_options": RAY_ACTOR_OPTIONS})
+        ray_env = make_ray_vec_env("CartPole-v1", n_envs, n_envs)
         dummy = make_vec_env("CartPole-v1", n_envs, seed=0, vec_env_cls=DummyVecEnv)
         actions = np.zeros((calls, n_envs), dtype=np.int64)
         try:
@@ -203,9 +234,12 @@ def main() -> None:
     parser.add_argument("--train-rounds", type=int, default=1)
     parser.add_argument("--no-training", action="store_true")
     parser.add_argument("--no-collection", action="store_true")
-    parser.add_argument("--no-subproc", action="store_true",
-                        help="leave SubprocVecEnv out (one process per env: 64 Humanoid processes need ~14 GB); "
-                             "ratios are then to DummyVecEnv")
+    parser.add_argument(
+        "--no-subproc",
+        action="store_true",
+        help="leave SubprocVecEnv out (one process per env: 64 Humanoid processes need ~14 GB); "
+        "ratios are then to DummyVecEnv",
+    )
     parser.add_argument("--overhead-only", action="store_true", help="time only the per-call overhead")
     parser.add_argument("--calls", type=int, default=2000, help="steps timed for the per-call overhead")
     args = parser.parse_args()
@@ -216,17 +250,24 @@ def main() -> None:
         subproc = not args.no_subproc
         reference = reference_name(subproc)
         for n_envs in [] if args.overhead_only or args.no_collection else args.n_envs:
-            print_table(f"Collection, Humanoid, {n_envs} envs (median of {args.rounds} rounds of {args.steps} steps)",
-                        bench_collection(n_envs, args.envs_per_actor, args.steps, args.rounds, subproc), reference)
+            print_table(
+                f"Collection, Humanoid, {n_envs} envs (median of {args.rounds} rounds of {args.steps} steps)",
+                bench_collection(n_envs, args.envs_per_actor, args.steps, args.rounds, subproc),
+                reference,
+            )
         if not (args.no_training or args.overhead_only):
             for n_envs in args.n_envs:
-                print_table(f"Training (PPO.learn, collection + update), Humanoid block, {n_envs} envs, "
-                            f"{args.train_iterations} iterations (median of {args.train_rounds} rounds)",
-                            bench_training(n_envs, args.envs_per_actor, args.train_iterations, args.train_rounds,
-                                           subproc), reference)
-        print("\nPer-call overhead of a Ray step (CartPole, one actor; best of 3 x "
-              f"{args.calls} steps)\n{'envs':>5}{'Ray us/step':>13}{'Dummy us/step':>15}{'overhead us':>13}"
-              f"{'driver CPU us':>15}")
+                print_table(
+                    f"Training (PPO.learn, collection + update), Humanoid block, {n_envs} envs, "
+                    f"{args.train_iterations} iterations (median of {args.train_rounds} rounds)",
+                    bench_training(n_envs, args.envs_per_actor, args.train_iterations, args.train_rounds, subproc),
+                    reference,
+                )
+        print(
+            "\nPer-call overhead of a Ray step (CartPole, one actor; best of 3 x "
+            f"{args.calls} steps)\n{'envs':>5}{'Ray us/step':>13}{'Dummy us/step':>15}{'overhead us':>13}"
+            f"{'driver CPU us':>15}"
+        )
         for n_envs, ray_us, dummy_us, driver_us in bench_call_overhead(args.calls):
             print(f"{n_envs:>5}{ray_us:>13.0f}{dummy_us:>15.0f}{ray_us - dummy_us:>13.0f}{driver_us:>15.0f}")
     finally:

@@ -1,11 +1,18 @@
-"""Measure RocketLander speed: env steps/s with random actions (resets included) and the raw physics rate.
+"""Measure RocketLander speed: env steps/s with random actions (resets included) against its physics floor.
 
 Usage (from the repository root)::
 
-    .venv/bin/python benchmarks/bench_rocket.py [--steps 50000] [--discrete]
+    .venv/bin/python benchmarks/bench_rocket.py [--steps 50000] [--rounds 10] [--discrete] [--clock cpu|wall]
 
-"Raw physics" is one ``stepSimulation`` plus the two state queries and the contact query the env makes
-per agent step, on the same scene, with no Python-side maths: the floor under the env's own cost.
+The floor is that of ``benchmarks/bench_envs.py`` (which reports it for Walker2D, Humanoid and the rocket side by
+side): every PyBullet call the env made during the same steps, recorded with their arguments and replayed on a
+second env from the same seed, with no Python of ours in between. For the rocket that is, per agent step, three
+physics steps each with the force and torque re-applied before it (PyBullet clears them after each), one mass update
+as fuel burns, the base pose, the base velocity and one contact query, plus the placements of each reset. The ratio
+env / floor is the share of the env's time that is physics; the rest is our Python and gymnasium's wrappers.
+
+An earlier version of this script counted as floor three times ``stepSimulation`` plus the three queries, without
+the forces and the mass update, and timed it on a scene held in flight; the replay is what the env really calls.
 """
 
 from __future__ import annotations
@@ -13,70 +20,26 @@ from __future__ import annotations
 import argparse
 import time
 
-import gymnasium as gym
-
-
-def env_steps_per_second(env_id: str, steps: int, seed: int = 0) -> tuple[float, int]:
-    """Random actions (from a seeded action space), reset on episode end; return (steps/s, episodes)."""
-    env = gym.make(env_id)
-    env.action_space.seed(seed)
-    env.reset(seed=seed)
-    episodes = 0
-    start = time.perf_counter()
-    for _ in range(steps):
-        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
-        if terminated or truncated:
-            episodes += 1
-            env.reset()
-    elapsed = time.perf_counter() - start
-    env.close()
-    return steps / elapsed, episodes
-
-
-def raw_physics_cycles_per_second(cycles: int) -> float:
-    """``stepSimulation`` + base state + base velocity + contact query on the env's scene, in a loop."""
-    from sb3_ppo_ext.envs.rocket_lander import RocketLanderEnv
-
-    env = RocketLanderEnv()
-    env.reset(seed=0)
-    client, rocket = env._client, env._rocket
-    step, pose, velocity, contacts = (
-        client.stepSimulation,
-        client.getBasePositionAndOrientation,
-        client.getBaseVelocity,
-        client.getContactPoints,
-    )
-    start = time.perf_counter()
-    for index in range(cycles):
-        if index % 300 == 0:  # keep the rocket in the air so that the loop measures flight
-            client.resetBasePositionAndOrientation(rocket, [0.0, 0.0, 40.0], [0.0, 0.0, 0.0, 1.0])
-            client.resetBaseVelocity(rocket, [0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
-        step()
-        pose(rocket)
-        velocity(rocket)
-        contacts(bodyA=rocket)
-    elapsed = time.perf_counter() - start
-    env.close()
-    return cycles / elapsed
+from bench_envs import own_cost
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=50_000)
+    parser.add_argument("--rounds", type=int, default=10, help="alternating timing rounds")
     parser.add_argument("--discrete", action="store_true")
-    arguments = parser.parse_args()
-    import sb3_ppo_ext.envs  # noqa: F401  (registers the ids)
-    from sb3_ppo_ext.envs.rocket_lander import RocketLanderEnv
-
-    env_id = "sb3_ppo_ext/RocketLanderDiscrete-v0" if arguments.discrete else "sb3_ppo_ext/RocketLander-v0"
-    rate, episodes = env_steps_per_second(env_id, arguments.steps)
-    frame_skip = RocketLanderEnv().frame_skip
-    physics = raw_physics_cycles_per_second(arguments.steps)
-    print(f"{env_id}: {rate:,.0f} env steps/s with random actions ({episodes} episodes in {arguments.steps} steps)")
-    print(
-        f"raw physics (stepSimulation + 3 queries): {physics:,.0f} cycles/s; frame skip {frame_skip} means at most "
-        f"{physics / frame_skip:,.0f} env steps/s from physics alone"
+    parser.add_argument(
+        "--clock", choices=("cpu", "wall"), default="cpu", help="this process's CPU time (default) or wall time"
     )
+    arguments = parser.parse_args()
+    env_id = "sb3_ppo_ext/RocketLanderDiscrete-v0" if arguments.discrete else "sb3_ppo_ext/RocketLander-v0"
+    clock = time.process_time if arguments.clock == "cpu" else time.perf_counter
+    result = own_cost(env_id, arguments.steps, arguments.rounds, clock=clock)
+    calls = ", ".join(f"{name} {count:.2f}" for name, count in result["calls"].items())
+    print(f"{env_id} ({arguments.clock} time, medians of {arguments.rounds} alternating rounds):")
+    print(f"  env:   {result['env']:,.0f} steps/s with random actions (resets included)")
+    print(f"  floor: {result['floor']:,.0f} steps/s (the env's own PyBullet calls replayed: {calls} per step)")
+    print(f"  env / floor: {result['ratio']:.2f} (per round: {' '.join(f'{r:.2f}' for r in result['ratios'])})")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Kill training runs with SIGKILL at random moments and check that no checkpoint is lost or corrupt (issue 13).
+"""Kill training runs with SIGKILL at random moments and check that no checkpoint is lost or corrupt.
 
 Each round starts ``sb3-ppo-ext train`` (CartPole-v1, VecNormalize on, a checkpoint every ``--save-freq`` steps,
 so that writes are frequent and a kill often lands inside one), kills it after a random delay, then checks the
@@ -32,15 +32,37 @@ import numpy as np
 
 def train_command(folder: str, *extra: str) -> list[str]:
     return [
-        sys.executable, "-m", "sb3_ppo_ext", "train", "--env", "CartPole-v1", "-f", folder, "--seed", "0",
-        "--eval-freq", "-1", "--no-progress", "--verbose", "0", "--num-threads", "1",
-        "--hyperparams", "normalize:True", "n_envs:2", "n_steps:64", "batch_size:64", "n_epochs:1", *extra,
+        sys.executable,
+        "-m",
+        "sb3_ppo_ext",
+        "train",
+        "--env",
+        "CartPole-v1",
+        "-f",
+        folder,
+        "--seed",
+        "0",
+        "--eval-freq",
+        "-1",
+        "--no-progress",
+        "--verbose",
+        "0",
+        "--num-threads",
+        "1",
+        "--hyperparams",
+        "normalize:True",
+        "n_envs:2",
+        "n_steps:64",
+        "batch_size:64",
+        "n_epochs:1",
+        *extra,
     ]
 
 
 def check_round(folder: str, save_freq: int) -> tuple[int, int, str]:
     """(checkpoints under final names, corrupt ones among them, what resumed) for one killed run."""
     from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.running_mean_std import RunningMeanStd
     from stable_baselines3.common.vec_env import VecNormalize
 
     from sb3_ppo_ext.callbacks import checkpoint_defect, find_latest_checkpoint, list_checkpoints, resume_from_checkpoint
@@ -58,11 +80,17 @@ def check_round(folder: str, save_freq: int) -> tuple[int, int, str]:
     env = VecNormalize(make_vec_env("CartPole-v1", n_envs=2))
     model = resume_from_checkpoint(run, env)
     assert model.num_timesteps == latest.num_timesteps, (model.num_timesteps, latest.num_timesteps)
+    assert latest.statistics_path is not None  # find_latest_checkpoint(needs_statistics=True) gives one
     twin = read_vecnormalize_statistics(latest.statistics_path)
     loaded = model.get_vec_normalize_env()
+    assert loaded is not None and isinstance(loaded.obs_rms, RunningMeanStd) and isinstance(twin.obs_rms, RunningMeanStd)
     assert np.array_equal(loaded.obs_rms.mean, twin.obs_rms.mean) and np.array_equal(loaded.obs_rms.var, twin.obs_rms.var)
-    continued = subprocess.run(train_command(folder + "-continued", "-n", str(save_freq), "-i", latest.model_path),
-                               capture_output=True, text=True, timeout=600)
+    continued = subprocess.run(
+        train_command(folder + "-continued", "-n", str(save_freq), "-i", latest.model_path),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if continued.returncode != 0:
         raise RuntimeError(f"train -i {latest.model_path} failed:\n{continued.stderr[-2000:]}")
     return len(checkpoints), len(corrupt), f"resumed {latest.num_timesteps} steps (Python and CLI)"
@@ -81,8 +109,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as root:
         for round_index in range(args.rounds):
             folder = os.path.join(root, f"round_{round_index}")
-            process = subprocess.Popen(train_command(folder, "-n", "1000000", "--save-freq", str(args.save_freq)),
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            process = subprocess.Popen(
+                train_command(folder, "-n", "1000000", "--save-freq", str(args.save_freq)),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             delay = rng.uniform(args.min_delay, args.max_delay)
             time.sleep(delay)
             process.send_signal(signal.SIGKILL)
@@ -91,10 +122,14 @@ def main() -> None:
             totals["checkpoints"] += checkpoints
             totals["corrupt"] += corrupt
             totals["resumed"] += resumed.startswith("resumed")
-            print(f"round {round_index}: killed after {delay:.1f} s, {checkpoints} checkpoints, {corrupt} corrupt, {resumed}",
-                  flush=True)
-    print(f"{args.rounds} kills: {totals['checkpoints']} checkpoints written, {totals['corrupt']} corrupt or lost, "
-          f"{totals['resumed']} runs resumed through the Python API and the CLI")
+            print(
+                f"round {round_index}: killed after {delay:.1f} s, {checkpoints} checkpoints, {corrupt} corrupt, {resumed}",
+                flush=True,
+            )
+    print(
+        f"{args.rounds} kills: {totals['checkpoints']} checkpoints written, {totals['corrupt']} corrupt or lost, "
+        f"{totals['resumed']} runs resumed through the Python API and the CLI"
+    )
 
 
 if __name__ == "__main__":

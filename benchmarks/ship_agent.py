@@ -5,11 +5,11 @@ observation statistics and the run's config as plain data (see ``sb3_ppo_ext/pre
         --note "3 seeds x 2M steps, benchmarks/grids/walker.yml"
     python benchmarks/ship_agent.py --table        # the README's table of the shipped agents
 
-The argument is a grid cell folder (``benchmarks/grid.py``) or an rl-zoo3 run folder (``logs/ppo_ext/<env>_<n>``).
-The run's own zip and ``vecnormalize.pkl`` are unpickled here: pack only runs you made. The packed files are then
-loaded back and played (``--eval-episodes`` deterministic episodes from env seed ``--eval-seed``, 0 by default), and
-that evaluation is written into the agent's provenance. ``--model checkpoint:STEPS`` packs one of the run's
-``--save-freq`` checkpoints instead of its final model:
+The argument is a grid cell folder (``benchmarks/grid.py``, :mod:`sb3_ppo_ext.zoo.grid`) or an rl-zoo3 run folder
+(``logs/ppo_ext/<env>_<n>``). The run's own zip and ``vecnormalize.pkl`` are unpickled here: pack only runs you made.
+The packed files are then loaded back and played (``--eval-episodes`` deterministic episodes from env seed
+``--eval-seed``, 0 by default), and that evaluation is written into the agent's provenance. ``--model
+checkpoint:STEPS`` packs one of the run's ``--save-freq`` checkpoints instead of its final model:
 
     python benchmarks/ship_agent.py CELL --model checkpoint:11800576 --destination /tmp/agent --eval-seed 20000
 """
@@ -23,20 +23,27 @@ import sys
 
 import numpy as np
 
+from sb3_ppo_ext.pretrained import add_provenance, agent_folder, evaluate_agent, list_pretrained, read_agent
+from sb3_ppo_ext.zoo.grid.collect import training_clock
+from sb3_ppo_ext.zoo.hyperparams import load_run_yaml
+from sb3_ppo_ext.zoo.packing import find_zoo_run, save_pretrained_from_run
+
 
 def agents_table() -> str:
     """A Markdown table of the shipped agents: score, evaluation, steps, seed, training wall clock, size."""
-    from sb3_ppo_ext.pretrained import list_pretrained, read_agent
-
-    header = ("| task | seed | steps | the run's last evaluation up to it | shipped files: deterministic episodes from env "
-              "seed 0 | training wall clock | size |")
+    header = (
+        "| task | seed | steps | the run's last evaluation up to it | shipped files: deterministic episodes from env "
+        "seed 0 | training wall clock | size |"
+    )
     lines = [header, "|---|---|---|---|---|---|---|"]
     for env_id in list_pretrained():
         folder, agent = read_agent(env_id)
         provenance = agent["provenance"]
         shipped = provenance.get("shipped_eval", {})
-        played = f"{shipped.get('episodes')} episodes: {shipped.get('mean_return', float('nan')):.0f} +- " \
-                 f"{shipped.get('std_return', float('nan')):.0f}"
+        played = (
+            f"{shipped.get('episodes')} episodes: {shipped.get('mean_return', float('nan')):.0f} +- "
+            f"{shipped.get('std_return', float('nan')):.0f}"
+        )
         if "successes" in shipped:
             played += f", {shipped['successes']} landed"
         if "mean_speed_m_s" in shipped:
@@ -45,20 +52,19 @@ def agents_table() -> str:
             played += f", a flag reached in {shipped['with_a_flag']} ({shipped['mean_flags']:.1f} per episode)"
         wall = provenance.get("training_wall_s")
         size = sum(os.path.getsize(os.path.join(folder, name)) for name in os.listdir(folder))
-        lines.append(f"| `{env_id}` | {provenance.get('seed')} | {provenance.get('timesteps', 0) / 1e6:.2f}M | "
-                     f"{provenance.get('final_eval_mean', float('nan')):.0f} | {played} | "
-                     f"{'?' if wall is None else f'{wall / 60:.0f} min'} (1 torch thread, "
-                     f"{provenance.get('training_vec_env')}) | {size / 1024:.0f} KiB |")
+        lines.append(
+            f"| `{env_id}` | {provenance.get('seed')} | {provenance.get('timesteps', 0) / 1e6:.2f}M | "
+            f"{provenance.get('final_eval_mean', float('nan')):.0f} | {played} | "
+            f"{'?' if wall is None else f'{wall / 60:.0f} min'} (1 torch thread, "
+            f"{provenance.get('training_vec_env')}) | {size / 1024:.0f} KiB |"
+        )
     return "\n".join(lines)
 
 
 def checkpoint_wall_clock(run: str, steps: int) -> float | None:
-    """Training seconds until the run had taken ``steps`` env steps, from its monitor files (``grid.py``'s clock:
-    an episode's steps count when it ends, so this is the end of the first episode past ``steps``); ``None`` when
-    the monitor files do not reach that far."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from grid import training_clock
-
+    """Training seconds until the run had taken ``steps`` env steps, from its monitor files (the grid's clock,
+    :func:`sb3_ppo_ext.zoo.grid.collect.training_clock`: an episode's steps count when it ends, so this is the end of
+    the first episode past ``steps``); ``None`` when the monitor files do not reach that far."""
     clock_steps, clock_seconds = training_clock(run)
     reached = int(np.searchsorted(clock_steps, steps))
     return round(float(clock_seconds[reached]), 1) if reached < len(clock_seconds) else None
@@ -68,15 +74,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folder", nargs="?", help="grid cell folder or rl-zoo3 run folder")
     parser.add_argument("--table", action="store_true", help="print the table of the shipped agents and exit")
-    parser.add_argument("--model", default="final",
-                        help="'final' (the run's final model), 'best' (best_model.zip) or 'checkpoint:STEPS' "
-                             "(rl_model_STEPS_steps.zip, a --save-freq checkpoint)")
+    parser.add_argument(
+        "--model",
+        default="final",
+        help="'final' (the run's final model), 'best' (best_model.zip) or 'checkpoint:STEPS' "
+        "(rl_model_STEPS_steps.zip, a --save-freq checkpoint)",
+    )
     parser.add_argument("--destination", default=None, help="agent folder (default: the package's trained_agents)")
     parser.add_argument("--note", default="", help="how the run was made (kept in the provenance)")
     parser.add_argument("--eval-episodes", type=int, default=10)
-    parser.add_argument("--eval-seed", type=int, default=0,
-                        help="env seed of the shipped files' evaluation (choose a checkpoint on one seed, report "
-                             "another)")
+    parser.add_argument(
+        "--eval-seed",
+        type=int,
+        default=0,
+        help="env seed of the shipped files' evaluation (choose a checkpoint on one seed, report another)",
+    )
     args = parser.parse_args(argv)
     if args.table:
         print(agents_table())
@@ -84,20 +96,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.folder is None:
         parser.error("a run folder is needed (or --table)")
 
-    from sb3_ppo_ext.pretrained import (
-        add_provenance,
-        agent_folder,
-        evaluate_agent,
-        find_zoo_run,
-        read_agent,
-        save_pretrained_from_run,
-    )
-    from sb3_ppo_ext.zoo.hyperparams import load_run_yaml
-
     folder = os.path.expanduser(args.folder)
     run = find_zoo_run(folder)
-    env_id = next(load_run_yaml(os.path.join(run, name, "args.yml"))["env"] for name in os.listdir(run)
-                  if os.path.isfile(os.path.join(run, name, "args.yml")))
+    env_id = next(
+        load_run_yaml(os.path.join(run, name, "args.yml"))["env"]
+        for name in os.listdir(run)
+        if os.path.isfile(os.path.join(run, name, "args.yml"))
+    )
     provenance = {"note": args.note, "training_wall_s": None}
     done_path = os.path.join(folder, "done.json")  # a grid cell's record, with the run's wall clock
     if os.path.isfile(done_path):
@@ -107,7 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     facts = save_pretrained_from_run(run, destination, model=args.model, provenance=provenance)
     if facts["model"].startswith("checkpoint:"):  # the run's clock when it saved that checkpoint
         add_provenance(destination, {"training_wall_s": checkpoint_wall_clock(run, facts["timesteps"])})
-    provenance = add_provenance(destination, {"shipped_eval": evaluate_agent(destination, args.eval_episodes, seed=args.eval_seed)})
+    provenance = add_provenance(
+        destination, {"shipped_eval": evaluate_agent(destination, args.eval_episodes, seed=args.eval_seed)}
+    )
     folder, _ = read_agent(destination)
     size = sum(os.path.getsize(os.path.join(folder, name)) for name in os.listdir(folder))
     print(json.dumps(provenance, indent=1))

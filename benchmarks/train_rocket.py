@@ -51,8 +51,8 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--checkpoint-freq", type=int, default=100_000, help="in total env steps")
     parser.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in run-dir")
     parser.add_argument("--eval-episodes", type=int, default=100)
-    parser.add_argument("--curve-csv", type=Path, default=Path("docs/rocket_lander_results.csv"))
-    parser.add_argument("--curve-png", type=Path, default=Path("docs/rocket_lander_curve.png"))
+    parser.add_argument("--curve-csv", type=Path, default=Path("docs/results/rocket_lander_results.csv"))
+    parser.add_argument("--curve-png", type=Path, default=Path("docs/results/rocket_lander_curve.png"))
     parser.add_argument(
         "--algo",
         choices=["sb3_ppo_ext", "sb3"],
@@ -161,12 +161,14 @@ def evaluate(model, env_id: str, normalize_path: Path, episodes: int, seed: int)
     """Deterministic evaluation on fresh seeds; return ``(success_rate, mean_return)``."""
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
+    from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs
 
     env = VecNormalize.load(str(normalize_path), make_vec_env(env_id, n_envs=1, seed=seed))
     env.training = False
     env.norm_reward = False
-    successes, returns = [], []
-    observation = env.reset()
+    successes: list[bool] = []
+    returns: list[float] = []
+    observation: VecEnvObs = env.reset()
     episode_return = 0.0
     while len(successes) < episodes:
         action, _ = model.predict(observation, deterministic=True)
@@ -186,16 +188,14 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(1)
+    from stable_baselines3 import PPO as SB3PPO
     from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
-    import sb3_ppo_ext  # noqa: F401  (registers the envs)
+    from sb3_ppo_ext import PPO as OurPPO  # importing sb3_ppo_ext also registers the envs
 
-    if arguments.algo == "sb3":
-        from stable_baselines3 import PPO
-    else:
-        from sb3_ppo_ext import PPO
+    algorithm = SB3PPO if arguments.algo == "sb3" else OurPPO
 
     checkpoint_dir = arguments.run_dir / "checkpoints"
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
@@ -211,13 +211,13 @@ def main(argv: list[str] | None = None) -> int:
         model_path, normalize_path, steps = found
         print(f"resuming from {model_path} ({steps} steps)", flush=True)
         env = VecNormalize.load(str(normalize_path), env)
-        model = PPO.load(str(model_path), env=env, device="cpu")
+        model = algorithm.load(str(model_path), env=env, device="cpu")
     else:
         if not arguments.resume:
             arguments.curve_csv.unlink(missing_ok=True)
         env = VecNormalize(env, gamma=DEFAULT_HYPERPARAMETERS["gamma"])
         hyperparameters = resolve_schedules({**DEFAULT_HYPERPARAMETERS, **arguments.hyperparameters})
-        model = PPO("MlpPolicy", env, seed=arguments.seed, device="cpu", verbose=0, **hyperparameters)
+        model = algorithm("MlpPolicy", env, seed=arguments.seed, device="cpu", verbose=0, **hyperparameters)
     remaining = arguments.total_timesteps - model.num_timesteps
     callbacks = CallbackList(
         [

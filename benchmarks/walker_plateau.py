@@ -16,17 +16,19 @@ from __future__ import annotations
 import argparse
 import glob
 import os
+from typing import Any, cast
 
 import numpy as np
 import torch as th
 from stable_baselines3.common.env_util import make_vec_env
-from stable_baselines3.common.vec_env import VecNormalize
+from stable_baselines3.common.running_mean_std import RunningMeanStd
+from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
 from sb3_ppo_ext import PPO
-from sb3_ppo_ext.pretrained import find_zoo_run
 from sb3_ppo_ext.zoo.hyperparams import check_run_folder
+from sb3_ppo_ext.zoo.packing import find_zoo_run
 
-#: The observation's last two entries are the feet's floor-contact flags (docs/envs.md).
+#: The observation's last two entries are the feet's floor-contact flags (docs/guide/envs.md).
 CONTACT_INPUTS = slice(-2, None)
 
 
@@ -36,6 +38,7 @@ def input_sensitivity(model: PPO, normalised: np.ndarray, raw_contacts: np.ndarr
     Each non-contact input is moved by its standard deviation over the episode (in normalised units); each contact
     flag is flipped (0 <-> 1) in raw units and normalised with the run's statistics.
     """
+
     def actions(observations: np.ndarray) -> np.ndarray:
         with th.no_grad():
             return model.policy.predict(observations, deterministic=True)[0]
@@ -47,12 +50,14 @@ def input_sensitivity(model: PPO, normalised: np.ndarray, raw_contacts: np.ndarr
         moved = normalised.copy()
         moved[:, index] += scale[index]
         changes[index] = np.abs(actions(moved) - base).mean()
-    mean, var = statistics.obs_rms.mean, statistics.obs_rms.var
+    observation_statistics = cast(RunningMeanStd, statistics.obs_rms)  # Walker2D's observations are one Box
+    mean, var = observation_statistics.mean, observation_statistics.var
     for offset, index in enumerate(range(normalised.shape[1] - 2, normalised.shape[1])):
         moved = normalised.copy()
         flipped = 1.0 - raw_contacts[:, offset]
-        moved[:, index] = np.clip((flipped - mean[index]) / np.sqrt(var[index] + statistics.epsilon),
-                                  -statistics.clip_obs, statistics.clip_obs)
+        moved[:, index] = np.clip(
+            (flipped - mean[index]) / np.sqrt(var[index] + statistics.epsilon), -statistics.clip_obs, statistics.clip_obs
+        )
         changes[index] = np.abs(actions(moved) - base).mean()
     return changes
 
@@ -72,22 +77,29 @@ def main() -> None:
     checkpoints = glob.glob(os.path.join(glob.escape(run), "rl_model_*_steps.zip"))
     chosen = min(checkpoints, key=lambda path: abs(int(path.split("_")[-2]) - args.steps))
     steps = int(chosen.split("_")[-2])
-    env = make_vec_env(settings.arguments["env"], n_envs=1, seed=args.seed, env_kwargs=settings.config.get("env_kwargs"))
+    env = make_vec_env(
+        settings.arguments["env"],
+        n_envs=1,
+        seed=args.seed,
+        env_kwargs=settings.config.get("env_kwargs"),
+        vec_env_cls=DummyVecEnv,
+    )
     statistics = VecNormalize.load(os.path.join(run, f"rl_model_vecnormalize_{steps}_steps.pkl"), env)
     statistics.training, statistics.norm_reward = False, False
     model = PPO.load(chosen, device="cpu")
-    task = env.envs[0].unwrapped
+    task: Any = cast(DummyVecEnv, env).envs[0].unwrapped  # the Walker2D env: its options and torso position
     print(f"{chosen}: foot_contacts={task.foot_contacts}")
     for episode in range(args.episodes):
-        observation = statistics.reset()
+        observation = cast(np.ndarray, statistics.reset())  # one Box: an array of one row
         start_x = float(task._body_xyz[0])
         normalised, raw, total, length = [], [], 0.0, 0
         while True:
             normalised.append(observation[0].copy())
-            raw.append(statistics.get_original_obs()[0].copy())
+            raw.append(cast(np.ndarray, statistics.get_original_obs())[0].copy())
             action, _ = model.predict(observation, deterministic=True)
             end_x = float(task._body_xyz[0])
-            observation, reward, done, _ = statistics.step(action)
+            stepped, _, done, _ = statistics.step(action)
+            observation = cast(np.ndarray, stepped)
             total += float(statistics.get_original_reward()[0])
             length += 1
             if done[0]:
@@ -97,10 +109,12 @@ def main() -> None:
         switches = int(np.abs(np.diff(contacts, axis=0)).sum())
         sensitivity = input_sensitivity(model, np.array(normalised, dtype=np.float32), contacts, statistics)
         moved = f"moved {end_x - start_x:.2f} m, "
-        print(f"episode {episode}: return {total:.0f}, {length} steps, {moved}both feet down {both:.0%}, one "
-              f"{1 - both - none:.0%}, none {none:.0%}, {switches} flag changes; action change per input: contact "
-              f"flags {sensitivity[-2]:.4f} and {sensitivity[-1]:.4f}, other inputs median "
-              f"{np.median(sensitivity[:-2]):.4f} (max {sensitivity[:-2].max():.4f})")
+        print(
+            f"episode {episode}: return {total:.0f}, {length} steps, {moved}both feet down {both:.0%}, one "
+            f"{1 - both - none:.0%}, none {none:.0%}, {switches} flag changes; action change per input: contact "
+            f"flags {sensitivity[-2]:.4f} and {sensitivity[-1]:.4f}, other inputs median "
+            f"{np.median(sensitivity[:-2]):.4f} (max {sensitivity[:-2].max():.4f})"
+        )
     env.close()
 
 

@@ -40,7 +40,7 @@ source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
 exclude_patterns = ["_build", "_ext", "Thumbs.db", ".DS_Store"]
 
-# Markdown guides: `#section-title` links (docs/zoo.md#pickles-...) resolve to their headings.
+# Markdown guides: `#section-title` links (docs/guide/zoo.md#pickles-...) resolve to their headings.
 myst_heading_anchors = 4
 myst_enable_extensions = ["colon_fence"]
 # The results pages skip heading levels in places (H2 to H4); that is their authors' layout, not an error.

@@ -134,7 +134,7 @@ class HumanoidEnv(LocomotionEnv):
         )
 
     def _alive_bonus(self) -> float:
-        return humanoid_alive_bonus(float(self._body_xyz[2]))
+        return humanoid_alive_bonus(self._body_position[2])
 
     def set_target(self, x: float, y: float) -> None:
         """Move the target to ``(x, y)`` (used by the GUI input; progress restarts from the new target)."""

@@ -9,6 +9,23 @@ the speed-up over pybullet_envs comes from.
 
 The small maths used every step lives in pure functions at the top of this module so that it can be tested on
 hand-picked values.
+
+Speed notes (the per-step Python, measured in CPU time on the loaded 2-core machine; ``benchmarks/bench_envs.py``
+measures the env against the replay of its own PyBullet calls, its "floor"), each change keeping every observation,
+reward, end and info bit for bit (``tests/test_envs.py`` replays trajectories recorded before them):
+
+* the action is read with one ``tolist()`` and a finite sum (:func:`~._bullet.box_action_values`) and clipped value by
+  value, where ``check_action``'s float64 conversion, ``np.isfinite(...).all()`` and ``np.minimum(np.maximum(...))``
+  ran four NumPy calls on six to seventeen numbers;
+* joint positions and speeds, the scaled joint positions, the body centre, the foot-contact flags and the
+  joint-limit count are Python floats and lists instead of NumPy arrays of a few elements (each NumPy call costs about
+  as much as twenty scalar operations at these sizes), and the observation is built as one list, converted once and
+  clipped in place, with a sum as the finite check (NumPy's check only when the sum is not finite). Together: the
+  Python around the Walker2D's state queries and observation went from about 24 to 10 us per step; env / floor went
+  from 0.51-0.56 to 0.59-0.62 for the Walker2D and from 0.64-0.66 to 0.64-0.70 for the Humanoid (3 runs each of
+  ``bench_envs.py --tables own --steps 3000``, old and new code alternating);
+* kept in NumPy on purpose: the electricity and stall-torque sums (NumPy's pairwise sum over eight accumulators and
+  BLAS's dot product add in an order a Python loop would not reproduce, so the rewards would change in the last bit).
 """
 
 from __future__ import annotations
@@ -28,7 +45,7 @@ from gymnasium import spaces
 
 from ._bullet import (
     BulletClient,
-    check_action,
+    box_action_values,
     check_finite,
     check_gui_available,
     check_known_keys,
@@ -76,14 +93,14 @@ _MJCF_FLAGS = (
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def scale_joint_positions(positions: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+def scale_joint_positions(positions: Sequence[float], lower: Sequence[float], upper: Sequence[float]) -> list[float]:
     """Map joint positions linearly from ``[lower, upper]`` to ``[-1, 1]`` (values outside the limits go beyond)."""
-    return 2.0 * (positions - lower) / (upper - lower) - 1.0
+    return [2.0 * (position - low) / (high - low) - 1.0 for position, low, high in zip(positions, lower, upper, strict=True)]
 
 
-def count_joints_at_limit(scaled_positions: np.ndarray, threshold: float = 0.99) -> int:
+def count_joints_at_limit(scaled_positions: Sequence[float], threshold: float = 0.99) -> int:
     """Number of joints whose scaled position has magnitude above ``threshold``."""
-    return int(np.count_nonzero(np.abs(scaled_positions) > threshold))
+    return sum(1 for value in scaled_positions if abs(value) > threshold)
 
 
 def rotate_to_heading_frame(velocity: Sequence[float], yaw: float) -> tuple[float, float, float]:
@@ -251,10 +268,10 @@ class StadiumScene:
 
 @dataclass
 class RobotState:
-    """One batched read of the robot (all world frame, float64)."""
+    """One batched read of the robot (all world frame, Python floats)."""
 
-    joint_positions: np.ndarray
-    joint_velocities: np.ndarray
+    joint_positions: list[float]
+    joint_velocities: list[float]
     part_xy_sum: tuple[float, float]  # sum of x and y over the torso and every link (pybullet_envs' "parts")
     part_count: int
     torso_position: tuple[float, float, float]
@@ -320,6 +337,11 @@ class MJCFRobot:
         self.upper_limits = np.array([info[j][9] for j in self.joint_indices])
         gains = joint_gains or {}
         self.max_torques = power * np.array([gains.get(name, default_gain) for name in names])
+        # The same numbers as Python floats and ints, for the per-step maths (see LocomotionEnv's speed notes).
+        self._lower_values: list[float] = self.lower_limits.tolist()
+        self._upper_values: list[float] = self.upper_limits.tolist()
+        self._max_torque_values: list[float] = self.max_torques.tolist()
+        self._foot_link_values: tuple[int, ...] = tuple(self.foot_links.tolist())
         self.all_joint_indices = list(range(len(info)))
         # pybullet_envs' "parts": the base (unless a link is the torso) and every link.
         self.part_links = list(range(len(info)))
@@ -344,18 +366,17 @@ class MJCFRobot:
         """The number of actuated joints (one action value each)."""
         return len(self.joint_indices)
 
-    def apply_torques(self, clipped_action: np.ndarray) -> None:
+    def apply_torques(self, clipped_action: Sequence[float]) -> None:
         """Set this step's joint torques from an action already clipped to ``[-1, 1]``."""
-        self.client.setJointMotorControlArray(
-            self.body_id, self.joint_indices, self._torque_control, forces=(self.max_torques * clipped_action).tolist()
-        )
+        forces = [torque * value for torque, value in zip(self._max_torque_values, clipped_action, strict=True)]
+        self.client.setJointMotorControlArray(self.body_id, self.joint_indices, self._torque_control, forces=forces)
 
     def read_state(self) -> RobotState:
         """Everything the observation and reward need, in three to four PyBullet calls."""
         client = self.client
         joint_states = client.getJointStates(self.body_id, self.joint_indices)
-        positions = np.array([s[0] for s in joint_states])
-        velocities = np.array([s[1] for s in joint_states])
+        positions = [joint_state[0] for joint_state in joint_states]
+        velocities = [joint_state[1] for joint_state in joint_states]
         if self.base_is_part:
             link_states = client.getLinkStates(self.body_id, self.part_links)
             torso_position, torso_orientation = client.getBasePositionAndOrientation(self.body_id)
@@ -387,10 +408,10 @@ class MJCFRobot:
         for index, position in zip(self.joint_indices, positions):
             self.client.resetJointState(self.body_id, index, float(position), 0.0)
 
-    def feet_contacts(self, floor_id: int) -> np.ndarray:
+    def feet_contacts(self, floor_id: int) -> list[float]:
         """1.0 for each foot touching the floor, else 0.0 (one ``getContactPoints`` call)."""
         touching = {point[3] for point in self.client.getContactPoints(bodyA=self.body_id, bodyB=floor_id)}
-        return np.array([1.0 if link in touching else 0.0 for link in self.foot_links])
+        return [1.0 if link in touching else 0.0 for link in self._foot_link_values]
 
     def feet_collisions(self, floor_id: int) -> int:
         """Number of feet touching anything but the floor (the other leg, thrown cubes ...)."""
@@ -527,13 +548,14 @@ class LocomotionEnv(gymnasium.Env):
         self.target = np.array([1000.0, 0.0])
         self._previous_distance = 0.0
         self._bearing = 0.0
-        self._scaled_positions = np.zeros(n_joints)
+        self._scaled_positions = [0.0] * n_joints
+        self._scaled_speeds = [0.0] * n_joints
         self._info_keys = tuple(f"reward_{name}" for name in self.reward_terms)
-        self._feet_contact = np.zeros(n_feet)
+        self._feet_contact = [0.0] * n_feet
         self._initial_z = 0.0
         self._last_frame_time = 0.0
         self._state: RobotState | None = None
-        self._body_xyz = np.zeros(3)
+        self._body_position = (0.0, 0.0, 0.0)
         self._rpy = (0.0, 0.0, 0.0)
         self._target_distance = 0.0
 
@@ -580,15 +602,15 @@ class LocomotionEnv(gymnasium.Env):
             self.scene.set_floor_friction(FLOOR_LATERAL_FRICTION * self.np_random.uniform(*self.friction_range))
         if self.mass_scale_range is not None:
             self.robot.set_mass_scales(self.np_random.uniform(*self.mass_scale_range, size=len(self.robot.masses)))
-        self._feet_contact = np.zeros(len(self.robot.foot_links))
+        self._feet_contact = [0.0] * len(self.robot.foot_links)
         self._reset_task()
         self._read_robot()
-        self._initial_z = float(self._body_xyz[2]) if self.reference_height is None else self.reference_height
+        self._initial_z = self._body_position[2] if self.reference_height is None else self.reference_height
         self._previous_distance = self._target_distance
         # No collision pass has run since the snapshot was restored (PyBullet would report stale contacts), so the
         # first observation's contact flags are 0, as in pybullet_envs.
         observation, finite = self._observation()
-        info: dict[str, Any] = {"target": self.target.copy(), "x_position": float(self._body_xyz[0])}
+        info: dict[str, Any] = {"target": self.target.copy(), "x_position": self._body_position[0]}
         if not finite:
             info["physics_blowup"] = True
         if self.render_mode == "human":
@@ -600,10 +622,11 @@ class LocomotionEnv(gymnasium.Env):
         check_not_closed(self._client, "step", self)
         if self._state is None:
             raise RuntimeError("call reset() before step()")
-        action = check_action(action, self.action_space)
+        action = box_action_values(action, self.action_space)
         if self.render_mode == "human":
             self._handle_user_target()  # before the physics step, so that this whole step uses the new target
-        clipped = np.minimum(np.maximum(action, -1.0), 1.0)
+        # Clipped to [-1, 1] value by value, as np.minimum(np.maximum(...)) did (the action is finite here).
+        clipped = [-1.0 if value < -1.0 else (1.0 if value > 1.0 else value) for value in action]
         self.robot.apply_torques(clipped)
         if self.push_probability > 0.0 and self.np_random.random() < self.push_probability:
             self._push_torso()
@@ -623,9 +646,8 @@ class LocomotionEnv(gymnasium.Env):
             # pybullet_envs updates the contact flags after building the observation: they show up a step late.
             self._feet_contact = self.robot.feet_contacts(self.scene.floor_id)
 
-        state = self._state
         raw_action = "raw_action_electricity" in self.reference_quirks
-        electricity, stall = electricity_costs(action if raw_action else clipped, 0.1 * state.joint_velocities)
+        electricity, stall = electricity_costs(np.array(action if raw_action else clipped), np.array(self._scaled_speeds))
         raw_terms["electricity"] = electricity
         raw_terms["stall_torque"] = stall
         raw_terms["joints_at_limit"] = float(count_joints_at_limit(self._scaled_positions))
@@ -646,7 +668,7 @@ class LocomotionEnv(gymnasium.Env):
             info[key] = term
             reward += term
         info["target"] = self.target.copy()
-        info["x_position"] = float(self._body_xyz[0])
+        info["x_position"] = self._body_position[0]
         if self.render_mode == "human":
             self._update_gui()
         return observation, float(reward), bool(terminated), False, info
@@ -655,7 +677,7 @@ class LocomotionEnv(gymnasium.Env):
         """``rgb_array``: a 320x240 TinyRenderer frame following the torso; ``human``: the GUI is already live."""
         if self.render_mode == "rgb_array":
             check_not_closed(self._client, "render", self)
-            position = self._body_xyz if self._state is not None else np.zeros(3)
+            position = self._body_position if self._state is not None else (0.0, 0.0, 0.0)
             return render_camera(self._client, (position[0], position[1], 1.0), distance=3.0, yaw=0.0, pitch=-20.0)
         return None
 
@@ -677,28 +699,33 @@ class LocomotionEnv(gymnasium.Env):
         """This env's PyBullet client id (``-1`` once closed)."""
         return self._client.client_id
 
+    @property
+    def _body_xyz(self) -> np.ndarray:
+        """The body centre used for progress (x, y: mean of the parts) and the torso height (z), as an array."""
+        return np.array(self._body_position)
+
     def _read_robot(self) -> None:
         state = self.robot.read_state()
         self._state = state
         # pybullet_envs averages the floor body (at the origin) into the centre: one more part, at zero.
         count = state.part_count + 1 if "floor_in_centre" in self.reference_quirks else state.part_count
-        self._body_xyz = np.array([state.part_xy_sum[0] / count, state.part_xy_sum[1] / count, state.torso_position[2]])
-        self._scaled_positions = scale_joint_positions(state.joint_positions, self.robot.lower_limits, self.robot.upper_limits)
+        self._body_position = (state.part_xy_sum[0] / count, state.part_xy_sum[1] / count, state.torso_position[2])
+        robot = self.robot
+        self._scaled_positions = scale_joint_positions(state.joint_positions, robot._lower_values, robot._upper_values)
+        self._scaled_speeds = [0.1 * speed for speed in state.joint_velocities]
         self._rpy = self._client.getEulerFromQuaternion(state.torso_orientation)
         self._read_target()
 
     def _read_target(self) -> None:
-        self._bearing, self._target_distance = target_heading(self._body_xyz, self.target, self._rpy[2])
+        self._bearing, self._target_distance = target_heading(self._body_position, self.target.tolist(), self._rpy[2])
 
     def _observation(self) -> tuple[np.ndarray, bool]:
         state = self._state
         roll, pitch, yaw = self._rpy
         vx, vy, vz = rotate_to_heading_frame(state.torso_velocity, yaw)
-        joints = np.empty(2 * self.robot.action_size)
-        joints[0::2] = self._scaled_positions
-        joints[1::2] = 0.1 * state.joint_velocities
-        head = [
-            self._body_xyz[2] - self._initial_z,
+        size = len(self._scaled_positions)
+        values = [
+            self._body_position[2] - self._initial_z,
             math.sin(self._bearing),
             math.cos(self._bearing),
             0.3 * vx,
@@ -706,12 +733,20 @@ class LocomotionEnv(gymnasium.Env):
             0.3 * vz,
             roll,
             pitch,
+            *([0.0] * (2 * size)),
+            *self._feet_contact,
         ]
-        raw = np.concatenate([head, joints, self._feet_contact])
-        finite = bool(np.isfinite(raw).all())
+        values[8 : 8 + 2 * size : 2] = self._scaled_positions
+        values[9 : 9 + 2 * size : 2] = self._scaled_speeds
+        raw = np.array(values)
+        # inf - inf is NaN: a finite sum means every value is finite; otherwise (also when finite values are too
+        # large to add) NumPy decides.
+        finite = math.isfinite(sum(values)) or bool(np.isfinite(raw).all())
         if not finite:
             raw = np.nan_to_num(raw, nan=0.0, posinf=OBSERVATION_CLIP, neginf=-OBSERVATION_CLIP)
-        return np.minimum(np.maximum(raw, -OBSERVATION_CLIP), OBSERVATION_CLIP).astype(np.float32), finite
+        np.maximum(raw, -OBSERVATION_CLIP, out=raw)
+        np.minimum(raw, OBSERVATION_CLIP, out=raw)
+        return raw.astype(np.float32), finite
 
     def _push_torso(self) -> None:
         angle = self.np_random.uniform(-math.pi, math.pi)
@@ -723,7 +758,7 @@ class LocomotionEnv(gymnasium.Env):
         """Human mode: follow the robot with the GUI camera and pace to real time."""
         client = self._client
         camera = client.getDebugVisualizerCamera()
-        x, y, _ = self._body_xyz
+        x, y, _ = self._body_position
         client.resetDebugVisualizerCamera(camera[10], camera[8], camera[9], [float(x), float(y), 1.0])
         now = time.perf_counter()
         wait = CONTROL_TIMESTEP - (now - self._last_frame_time)

@@ -51,4 +51,4 @@ class Walker2DEnv(LocomotionEnv):
         )
 
     def _alive_bonus(self) -> float:
-        return walker_alive_bonus(float(self._body_xyz[2]), float(self._rpy[1]))
+        return walker_alive_bonus(self._body_position[2], self._rpy[1])

@@ -3,6 +3,21 @@
 Importing the package registers the bundled tasks (``sb3_ppo_ext.envs``, which needs no torch); the rest is
 imported on first use (``from sb3_ppo_ext import PPO`` imports the algorithm then), so that
 ``import sb3_ppo_ext.envs`` stays light, e.g. in env worker processes.
+
+Layers, lowest first. A module imports from its own layer and the layers below it, never from a layer above, and
+no two modules import each other, directly or through others; a function imports inside its body only an
+optional dependency (an extra), with a comment saying so. ``tests/test_import_graph.py`` reads this list and
+checks all three.
+
+1. ``validation``, ``files``, ``plain_data``, ``allow_list``, ``zoo_configs``: parameter checks, atomic file
+   writes, spaces and policy settings as plain data, the names config values and agent files may use
+2. ``envs``, ``wrappers``, ``vec_env``, ``shared_memory_vec_env``, ``ppo``: the tasks, env wrappers, the
+   vectorised envs and the algorithm
+3. ``safe_loading``: model zips and ``VecNormalize`` statistics loaded without unpickling
+4. ``callbacks``: training callbacks
+5. ``pretrained``: shipped agents (their format, saving, loading, playing)
+6. ``zoo``: the rl-zoo3 glue behind the ``sb3-ppo-ext`` commands, and packing a zoo run as an agent
+7. ``cli``, ``__main__``, ``sb3_ppo_ext``: the command line, and this module, which names the public API
 """
 
 from __future__ import annotations

@@ -1,12 +1,24 @@
-"""``sb3-ppo-ext``: train, tune, watch, record, export and plot zoo-style runs of our PPO (``ppo_ext``)."""
+"""``sb3-ppo-ext``: train, tune, watch, record, export and plot zoo-style runs of our PPO (``ppo_ext``).
+
+The entry point: it reads the command name and ``--debug``, runs the command (:mod:`sb3_ppo_ext.zoo.commands`) and
+turns a user error into one line. The command needs the ``zoo`` extra (rl-zoo3).
+"""
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
 from typing import NoReturn
+
+from gymnasium.error import Error as GymnasiumError
+from stable_baselines3.common.base_class import BaseAlgorithm
+
+from sb3_ppo_ext.callbacks._render_env import headless_sdl_settings
+from sb3_ppo_ext.zoo import commands
+from sb3_ppo_ext.zoo.options import DEBUG_OPTION
 
 USAGE = """usage: sb3-ppo-ext COMMAND [options]
 
@@ -27,15 +39,6 @@ and VecNormalize statistics are loaded without unpickling anything (enjoy, recor
 only a pickle holds is refused unless --trust-pickles is given.
 """
 
-#: The option, taken by every command, that shows the traceback of a user error.
-DEBUG_OPTION = "--debug"
-DEBUG_HELP = (
-    "show the traceback of an error; without it, a mistake in the command line, a config file, an env id or a run "
-    "folder (a ValueError, AssertionError, OSError or gymnasium error with a message, raised anywhere but inside a "
-    "model's learn()) ends the command with one line 'sb3-ppo-ext COMMAND: error: ...' and exit status 2; any other "
-    "error shows its traceback anyway"
-)
-
 #: Exception types that report a mistake of the user when they carry a message and are not raised while a model
 #: learns (see :func:`is_user_error`); ``gymnasium.error.Error`` (unknown env ids, missing env dependencies) too.
 USER_ERROR_TYPES: tuple[type[BaseException], ...] = (ValueError, AssertionError, OSError)
@@ -49,8 +52,6 @@ def is_user_error(error: BaseException) -> bool:
 
     :param error: an exception that ended a command (with its traceback).
     """
-    from gymnasium.error import Error as GymnasiumError
-
     if not isinstance(error, (*USER_ERROR_TYPES, GymnasiumError)) or not str(error).strip():
         return False
     return not raised_while_learning(error)
@@ -58,8 +59,6 @@ def is_user_error(error: BaseException) -> bool:
 
 def raised_while_learning(error: BaseException) -> bool:
     """Whether the traceback of ``error`` passes through the ``learn()`` method of an SB3 algorithm."""
-    from stable_baselines3.common.base_class import BaseAlgorithm
-
     return any(
         frame.f_code.co_name == "learn" and isinstance(frame.f_locals.get("self"), BaseAlgorithm)
         for frame, _ in traceback.walk_tb(error.__traceback__)
@@ -82,8 +81,7 @@ def fail(message: str, program: str = "sb3-ppo-ext") -> NoReturn:
 
 
 def _commands() -> dict[str, Callable[[Sequence[str]], None]]:
-    from sb3_ppo_ext.zoo import commands
-
+    """The commands by name, looked up in :mod:`sb3_ppo_ext.zoo.commands` when called."""
     return {
         "train": commands.train,
         "optimize": lambda argv: commands.train(argv, optimize=True),
@@ -110,13 +108,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     command, rest = argv[0], argv[1:]
     commands = _commands()
     if command not in commands:
-        import difflib
-
         near = difflib.get_close_matches(command, list(commands), n=1)
         hint = f" (did you mean {near[0]!r}?)" if near else ""
         fail(f"unknown command {command!r}{hint}; commands: {', '.join(commands)}")
-    from sb3_ppo_ext.callbacks._render_env import headless_sdl_settings
-
     os.environ.update(headless_sdl_settings())
     try:
         commands[command](rest)

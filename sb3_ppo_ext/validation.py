@@ -7,6 +7,7 @@ the rule it broke, at the moment the object is created, never deep inside traini
 from __future__ import annotations
 
 import difflib
+import importlib
 import inspect
 import math
 import numbers
@@ -231,8 +232,7 @@ _CLASS_POLICY_ARGUMENTS = {
 
 
 def _import_path(path: str) -> type:
-    import importlib
-
+    """The class at import ``path``, imported on first use: this module imports no torch (nor SB3) itself."""
     module, _, name = path.rpartition(".")
     return getattr(importlib.import_module(module), name)
 
@@ -269,9 +269,8 @@ def check_policy_kwargs(policy_kwargs: Any, *, policy_class: type | None = None,
     net_arch_keys = None
     if policy_class is not None:
         _check_policy_keys(policy_kwargs, policy_class, name)
-        from stable_baselines3.common.policies import ActorCriticPolicy
-
-        if inspect.isclass(policy_class) and issubclass(policy_class, ActorCriticPolicy):
+        actor_critic = _import_path("stable_baselines3.common.policies.ActorCriticPolicy")
+        if inspect.isclass(policy_class) and issubclass(policy_class, actor_critic):
             net_arch_keys = ("pi", "vf")
     for key in _BOOLEAN_POLICY_ARGUMENTS:
         if key in policy_kwargs and not isinstance(policy_kwargs[key], bool):
@@ -348,8 +347,6 @@ def check_env_id(env_id: Any, *, where: str) -> str:
     :param where: the file it was read from, used in the message.
     :raises ValueError: for a non-string id or a module-qualified one naming any other module.
     """
-    import sys
-
     if not isinstance(env_id, str) or not env_id.strip():
         raise ValueError(f"{where}: the env id must be a non-empty string, got {env_id!r}")
     if ":" in env_id:

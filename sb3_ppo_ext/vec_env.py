@@ -27,6 +27,7 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+from stable_baselines3.common import env_util
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvObs, VecEnvStepReturn
 from stable_baselines3.common.vec_env.patch_gym import _patch_env
 
@@ -139,9 +140,7 @@ class EnvGroup:
 
     def is_wrapped(self, local_indices: Sequence[int], wrapper_class: type[gym.Wrapper]) -> list[bool]:
         """Whether each env at ``local_indices`` is wrapped in ``wrapper_class``."""
-        from stable_baselines3.common.env_util import is_wrapped
-
-        return [is_wrapped(self.envs[index], wrapper_class) for index in local_indices]
+        return [env_util.is_wrapped(self.envs[index], wrapper_class) for index in local_indices]
 
     def close(self) -> None:
         """Close every env of the group."""

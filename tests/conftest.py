@@ -4,7 +4,7 @@ import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import torch as th  # noqa: E402
+import torch as th
 
 th.set_num_threads(1)
 

@@ -112,7 +112,7 @@ def test_clipped_step_clip_groups_equal_one_clip_grad_norm_per_group_exactly():
         th.nn.utils.clip_grad_norm_(reference_parameters[2:], 3.0)
         reference_optimizer.step()
         step.step()
-        for expected, actual in zip(reference.parameters(), ours.parameters()):
+        for expected, actual in zip(reference.parameters(), ours.parameters(), strict=True):
             assert th.equal(expected, actual)
     assert step._groups is not None
     with pytest.raises(ValueError, match="must cover the 4 parameters"):
@@ -154,7 +154,8 @@ def test_save_load_keeps_both_groups_and_sb3_loads_the_same_policy(tmp_path):
     # SB3's PPO (one parameter group) loads it: same actions, every Adam moment on its own parameter.
     sb3 = SB3PPO.load(tmp_path / "model.zip", device="cpu")
     observations = np.random.default_rng(0).normal(size=(8, 3)).astype(np.float32)
-    np.testing.assert_array_equal(sb3.predict(observations, deterministic=True)[0], model.predict(observations, deterministic=True)[0])
+    expected = model.predict(observations, deterministic=True)[0]
+    np.testing.assert_array_equal(sb3.predict(observations, deterministic=True)[0], expected)
     ours_by_name = {name: model.policy.optimizer.state[p] for name, p in model.policy.named_parameters()}
     for name, parameter in sb3.policy.named_parameters():
         assert th.equal(sb3.policy.optimizer.state[parameter]["exp_avg"], ours_by_name[name]["exp_avg"]), name

@@ -1,6 +1,7 @@
 """The adaptive rules, called on hand-picked KL values (expected values worked out by hand)."""
 
 import pytest
+import torch as th
 
 from sb3_ppo_ext.ppo.adaptive import KLAdaptiveLearningRate, KLPenaltyController, adapt_kl_coef, adapt_learning_rate
 
@@ -17,7 +18,8 @@ from sb3_ppo_ext.ppo.adaptive import KLAdaptiveLearningRate, KLPenaltyController
     ],
 )
 def test_kl_coef_paper_rule(kl, expected):
-    assert adapt_kl_coef(kl, 1.0, target=0.01, tolerance=1.5, factor=2.0, coef_min=1e-4, coef_max=100.0) == pytest.approx(expected)
+    new_coef = adapt_kl_coef(kl, 1.0, target=0.01, tolerance=1.5, factor=2.0, coef_min=1e-4, coef_max=100.0)
+    assert new_coef == pytest.approx(expected)
 
 
 def test_kl_coef_constants_are_parameters():
@@ -43,7 +45,8 @@ def test_kl_coef_clamped_to_bounds():
     ],
 )
 def test_learning_rate_rsl_rl_rule(kl, expected):
-    assert adapt_learning_rate(kl, 1e-3, target=0.01, tolerance=2.0, factor=1.5, lr_min=1e-5, lr_max=1e-2) == pytest.approx(expected)
+    new_rate = adapt_learning_rate(kl, 1e-3, target=0.01, tolerance=2.0, factor=1.5, lr_min=1e-5, lr_max=1e-2)
+    assert new_rate == pytest.approx(expected)
 
 
 def test_learning_rate_clamped():
@@ -76,6 +79,30 @@ def test_kl_adaptive_learning_rate_starts_clamped_and_follows_each_kl():
     assert controller.learning_rate == 1e-3  # a state is kept (a loaded model resumes from it)
     # above 0.02: /2; inside the band: kept; zero: kept; below 0.005: x2
     assert [controller.update(kl) for kl in (0.03, 0.01, 0.0, 0.001)] == [5e-4, 5e-4, 5e-4, 1e-3]
+
+
+def test_kl_adaptive_learning_rate_runs_at_its_cadence():
+    """``observe`` takes each minibatch's KL and ``end_epoch`` closes the epoch: cadence "minibatch" adapts at every
+    KL, "epoch" once per epoch on the mean KL of its minibatches; off, neither does anything."""
+    per_minibatch = KLAdaptiveLearningRate(target=0.01, tolerance=2.0, factor=2.0, lr_min=1e-5, lr_max=1e-2)
+    per_minibatch.start(1e-3)
+    assert [per_minibatch.observe(th.tensor(kl)) for kl in (0.03, 0.03)] == [True, True]
+    assert per_minibatch.learning_rate == 2.5e-4 and not per_minibatch.end_epoch()
+
+    per_epoch = KLAdaptiveLearningRate(target=0.01, tolerance=2.0, factor=2.0, lr_min=1e-5, lr_max=1e-2, cadence="epoch")
+    per_epoch.start(1e-3)
+    # 0.001 and 0.03 each would move the rate; their mean, 0.0155, lies inside the band (0.005, 0.02).
+    assert [per_epoch.observe(th.tensor(kl)) for kl in (0.001, 0.03)] == [False, False]
+    assert per_epoch.learning_rate == 1e-3
+    assert per_epoch.end_epoch() and per_epoch.learning_rate == 1e-3
+    assert not per_epoch.end_epoch()  # an epoch without minibatches (an early stop before the first) leaves it
+    per_epoch.observe(th.tensor(0.001))
+    per_epoch.observe(th.tensor(0.003))  # mean 0.002 < 0.005: x2
+    assert per_epoch.end_epoch() and per_epoch.learning_rate == 2e-3
+
+    off = KLAdaptiveLearningRate(target=None)
+    off.start(3e-4)
+    assert not off.observe(th.tensor(1.0)) and not off.end_epoch() and off.learning_rate is None
 
 
 def test_kl_adaptive_learning_rate_off_has_no_state():

@@ -34,9 +34,9 @@ from sb3_ppo_ext import PPO
 from sb3_ppo_ext.callbacks import (
     ExportPolicyCallback,
     FreezeNormalizationCallback,
-    PinObservationStatisticsCallback,
     LearningCurveCallback,
     LiveViewCallback,
+    PinObservationStatisticsCallback,
     RotatingCheckpointCallback,
     VideoRecorderCallback,
     checkpoint_defect,
@@ -45,7 +45,6 @@ from sb3_ppo_ext.callbacks import (
     remaining_timesteps,
     resume_from_checkpoint,
 )
-from sb3_ppo_ext.callbacks._files import atomic_write
 from sb3_ppo_ext.callbacks._render_env import make_render_env
 from sb3_ppo_ext.callbacks._schedule import StepSchedule, next_multiple
 from sb3_ppo_ext.callbacks.live_view import (
@@ -57,6 +56,7 @@ from sb3_ppo_ext.callbacks.live_view import (
     resolve_mode,
 )
 from sb3_ppo_ext.callbacks.plot import moving_average
+from sb3_ppo_ext.files import atomic_write
 
 #: Tests that render CartPole / Pendulum frames (gymnasium's classic-control renderer needs pygame).
 needs_rendering = pytest.mark.skipif(
@@ -812,7 +812,7 @@ def test_zoo_yaml_callback_entries_build_every_callback(tmp_path):
 
 def test_atomic_writes_keep_ordinary_file_modes(tmp_path):
     """New files get the mode a plain open() gives (not mkstemp's 0600); a replaced file keeps its mode."""
-    from sb3_ppo_ext.callbacks._files import atomic_write
+    from sb3_ppo_ext.files import atomic_write
 
     umask = os.umask(0o022)
     try:

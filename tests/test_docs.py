@@ -7,10 +7,10 @@ without a docstring, an undocumented module (``docs/_ext/api_checks.py``) or a f
 (``docs/_ext/cli_help.py``) fails it.
 
 **The examples** (:func:`test_example`): every fenced ``python`` block of ``README.md`` and of the Markdown pages in
-``docs/`` runs as a script, ``python example.py`` in a fresh interpreter and an empty temporary folder (files it
-writes go there), with one torch thread. An HTML comment on the line right before the opening fence (blank lines
-between are allowed; it shows neither on GitHub nor in the built site) changes how it runs, one clause or several
-separated by ``;``:
+``docs/`` (``guide/``, ``results/``) runs as a script, ``python example.py`` in a fresh interpreter and an empty
+temporary folder (files it writes go there), with one torch thread. An HTML comment on the line right before the
+opening fence (blank lines between are allowed; it shows neither on GitHub nor in the built site) changes how it runs,
+one clause or several separated by ``;``:
 
 - ``<!-- not run: REASON -->``: the block is not run; the test is skipped with ``REASON`` (say what it needs: a
   display, a Ray cluster, a trained run...).
@@ -21,7 +21,7 @@ separated by ``;``:
   the block, to stand for what a fragment takes from its context (``setup raw_obs = env.get_original_obs()``).
 - ``<!-- test: continues -->``: the block continues the page's previous Python block, in the same script, so it can
   use its names and files. A page's blocks chained so run as one test, named after all of them
-  (``docs/callbacks.md:34+127``).
+  (``docs/guide/callbacks.md:34+127``).
 
 An example passes when its script exits with status 0 within :data:`EXAMPLE_TIMEOUT` seconds.
 """
@@ -40,8 +40,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
-#: Pages whose Python blocks are run: the README and every Markdown page of the site.
-EXAMPLE_PAGES = (ROOT / "README.md", *sorted(DOCS.glob("*.md")))
+#: Pages whose Python blocks are run: the README and every Markdown page of the site (``docs/guide/``,
+#: ``docs/results/`` and any other folder of ``docs/`` but the build output).
+EXAMPLE_PAGES = (ROOT / "README.md", *sorted(page for page in DOCS.rglob("*.md") if "_build" not in page.parts))
 #: Seconds after which an example (with the blocks it continues) counts as hung. Each takes a few seconds (3-13 s on
 #: a 2-core machine with two training runs beside it); the margin is for a machine busier still.
 EXAMPLE_TIMEOUT = 600
@@ -162,6 +163,7 @@ EXAMPLES = chains(all_examples())
 def test_examples_found():
     """The collection itself: the README's example is among them, and no replacement has gone stale."""
     assert any(blocks[0].page.name == "README.md" for blocks in EXAMPLES)
+    assert any(blocks[0].page.parent == DOCS / "guide" for blocks in EXAMPLES)  # the guides' folder is searched
     for blocks in EXAMPLES:
         for block in blocks:
             block.script()  # raises, naming the block, for a replacement whose text is gone

@@ -228,10 +228,20 @@ def test_make_close_cycles_release_clients_fds_and_memory(env_id):
 
 
 def test_close_twice_is_harmless(env_id):
+    """The first close disconnects the env's physics client; the second raises nothing and leaves connected the
+    client that PyBullet has since given the released id to, as it would to another env."""
     env = make_env(env_id)
     env.reset(seed=0)
+    client_id = env.unwrapped._client.client_id  # both task families keep their client there
+    assert pybullet.getConnectionInfo(physicsClientId=client_id)["isConnected"]
     env.close()
-    env.close()
+    assert not pybullet.getConnectionInfo(physicsClientId=client_id)["isConnected"]
+    other = pybullet.connect(pybullet.DIRECT)
+    try:
+        env.close()
+        assert pybullet.getConnectionInfo(physicsClientId=other)["isConnected"], "the second close cut another client"
+    finally:
+        pybullet.disconnect(other)
 
 
 def test_unknown_reset_options_and_use_after_close_raise(env_id):
@@ -324,3 +334,141 @@ def test_rgb_array_render_is_an_image(env_id):
         assert frame.std() > 0  # not a blank frame
     finally:
         env.close()
+
+
+# --- recorded trajectories: the dynamics, observations, rewards, ends and infos kept bit for bit ------------------
+
+#: ``tests/data/env_trajectories.npz``: for each case below, the events (resets and steps) of a run with seeded
+#: random actions, recorded by :func:`write_trajectories` from the envs as they were before their per-step Python
+#: was made faster. A speed change must leave every event identical to the bit.
+TRAJECTORIES_FILE = os.path.join(os.path.dirname(__file__), "data", "env_trajectories.npz")
+
+#: case name -> (env id, env kwargs, number of steps, max_episode_steps or None for the registered limit). The cases
+#: reach every per-step branch: the reference quirks, pushes and randomised friction and mass, the feet-collision
+#: term, moving flags, FlagrunHarder's ground counting and standing-up term, wind, a moving deck, discrete actions and
+#: a time-limit truncation. FlagrunHarder starts standing and throws no cubes: its lying starts and the cubes' hits
+#: make contacts whose handling depends on memory addresses, so they do not replay exactly in another process (see
+#: ROUNDING_ONLY; with cubes, one run in three differed).
+TRAJECTORY_CASES: dict[str, tuple[str, dict, int, int | None]] = {
+    "walker": ("sb3_ppo_ext/Walker2D-v0", {}, 300, None),
+    "walker_quirks_randomised": (
+        "sb3_ppo_ext/Walker2D-v0",
+        {
+            "reference_quirks": True,
+            "feet_collision_weight": -1.0,
+            "push_probability": 0.2,
+            "push_force": 50.0,
+            "friction_range": (0.5, 1.5),
+            "mass_scale_range": (0.8, 1.2),
+        },
+        200,
+        None,
+    ),
+    "humanoid": ("sb3_ppo_ext/Humanoid-v0", {}, 300, None),
+    "humanoid_previous_contacts": (
+        "sb3_ppo_ext/Humanoid-v0",
+        {"foot_contacts": "previous", "feet_collision_weight": -1.0},
+        200,
+        None,
+    ),
+    "flagrun": ("sb3_ppo_ext/HumanoidFlagrun-v0", {"flag_timeout_steps": 7}, 200, None),
+    "flagrun_harder": (
+        "sb3_ppo_ext/HumanoidFlagrunHarder-v0",
+        {"lying_start_probability": 0.0, "throw_cubes": False, "flag_timeout_steps": 9},
+        200,
+        None,
+    ),
+    "rocket": ("sb3_ppo_ext/RocketLander-v0", {}, 400, None),
+    "rocket_discrete": ("sb3_ppo_ext/RocketLanderDiscrete-v0", {}, 400, None),
+    "rocket_wind_deck_truncated": (
+        "sb3_ppo_ext/RocketLander-v0",
+        {"wind_speed": 3.0, "deck_motion": 1.0, "start_altitude": (5.0, 8.0)},
+        300,
+        60,
+    ),
+}
+TRAJECTORY_SEED = 5
+
+
+def exact_text(value: object) -> str:
+    """``value`` as text that differs whenever its type or any bit of it differs (floats in ``float.hex``)."""
+    if isinstance(value, np.ndarray):
+        items = ",".join(float(item).hex() if value.dtype.kind == "f" else repr(item.item()) for item in value.flat)
+        return f"ndarray:{value.dtype}:{value.shape}:{items}"
+    if isinstance(value, (float, np.floating)):
+        return f"{type(value).__name__}:{float(value).hex()}"
+    if isinstance(value, dict):
+        return "{" + ";".join(f"{key}={exact_text(value[key])}" for key in sorted(value)) + "}"
+    return f"{type(value).__name__}:{value!r}"
+
+
+def trajectory_actions(space: spaces.Space, steps: int, seed: int) -> np.ndarray:
+    """Seeded uniform random actions: ``float32`` rows for a Box, ``int64`` indices for a Discrete space."""
+    rng = np.random.default_rng(seed)
+    if isinstance(space, spaces.Discrete):
+        return rng.integers(space.start, space.start + space.n, size=steps, dtype=np.int64)
+    return rng.uniform(space.low, space.high, size=(steps, *space.shape)).astype(space.dtype)
+
+
+def record_trajectory(case: str, actions: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Run one :data:`TRAJECTORY_CASES` case through ``gym.make`` (time limit included) and return its events.
+
+    Reset with :data:`TRAJECTORY_SEED` first and unseeded after each end. One event per reset and per step:
+    ``kind`` (0 reset, 1 step), ``observations``, ``rewards`` (0 for a reset), ``terminated``, ``truncated`` and
+    ``infos`` (:func:`exact_text` of the info dict and the reward, as ASCII bytes); ``actions`` as given, or drawn by
+    :func:`trajectory_actions`.
+    """
+    env_id, kwargs, steps, max_episode_steps = TRAJECTORY_CASES[case]
+    env = gym.make(env_id, max_episode_steps=max_episode_steps, **kwargs)
+    try:
+        if actions is None:
+            actions = trajectory_actions(env.action_space, steps, TRAJECTORY_SEED)
+        events: list[tuple[int, np.ndarray, float, bool, bool, str]] = []
+        observation, info = env.reset(seed=TRAJECTORY_SEED)
+        events.append((0, observation, 0.0, False, False, exact_text(info)))
+        for action in actions:
+            observation, reward, terminated, truncated, info = env.step(action)
+            events.append((1, observation, reward, terminated, truncated, exact_text(info) + exact_text(reward)))
+            if terminated or truncated:
+                observation, info = env.reset()
+                events.append((0, observation, 0.0, False, False, exact_text(info)))
+    finally:
+        env.close()
+    kinds, observations, rewards, terminated, truncated, infos = zip(*events, strict=True)
+    assert all(type(flag) is bool for flag in terminated + truncated)
+    return {
+        "actions": np.asarray(actions),
+        "kind": np.array(kinds, dtype=np.int8),
+        "observations": np.stack(observations),
+        "rewards": np.array(rewards, dtype=np.float64),
+        "terminated": np.array(terminated),
+        "truncated": np.array(truncated),
+        "infos": np.array([text.encode("ascii") for text in infos]),
+    }
+
+
+def write_trajectories(path: str = TRAJECTORIES_FILE) -> None:
+    """Record every :data:`TRAJECTORY_CASES` case into ``path`` (keys ``<case>/<field>``); run it with the envs
+    whose behaviour is to be kept (the recording in the repository was made before the per-step speed-ups)."""
+    arrays = {f"{case}/{field}": value for case in TRAJECTORY_CASES for field, value in record_trajectory(case).items()}
+    np.savez_compressed(path, **arrays)
+
+
+@pytest.mark.parametrize("case", list(TRAJECTORY_CASES))
+def test_trajectory_replays_the_recording_bit_for_bit(case):
+    with np.load(TRAJECTORIES_FILE) as stored:
+        expected = {field: stored[f"{case}/{field}"] for field in ("actions", "kind", "observations", "rewards",
+                                                                   "terminated", "truncated", "infos")}
+    got = record_trajectory(case, actions=expected["actions"])
+    assert len(got["kind"]) == len(expected["kind"]), "a different number of resets"
+    for index in range(len(expected["kind"])):
+        where = f"{case}, event {index} ({'step' if expected['kind'][index] else 'reset'})"
+        assert got["kind"][index] == expected["kind"][index], where
+        assert got["observations"].dtype == expected["observations"].dtype == np.float32, where
+        # Compared as bits, so that -0.0 and 0.0 (and NaN payloads) count as different.
+        np.testing.assert_array_equal(got["observations"][index].view(np.uint32),
+                                      expected["observations"][index].view(np.uint32), err_msg=where)
+        assert got["rewards"][index].tobytes() == expected["rewards"][index].tobytes(), where
+        assert got["terminated"][index] == expected["terminated"][index], where
+        assert got["truncated"][index] == expected["truncated"][index], where
+        assert got["infos"][index] == expected["infos"][index], where

@@ -207,7 +207,8 @@ def test_dict_observations_export_one_input_per_key(tmp_path, env_class):
 
 
 class _OnnxableSB3Policy(th.nn.Module):
-    """The wrapper of SB3's "Export to ONNX" recipe (docs/guide/export.rst): actions, values and log-probabilities."""
+    """The wrapper of SB3's "Export to ONNX" recipe (``docs/guide/export.rst`` of SB3's repository): actions, values
+    and log-probabilities."""
 
     def __init__(self, policy: th.nn.Module) -> None:
         super().__init__()

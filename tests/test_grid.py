@@ -1,10 +1,11 @@
-"""benchmarks/grid.py: grid files, resumable cells, the evaluation CSV and the rliable report."""
+"""sb3_ppo_ext.zoo.grid (and its script, benchmarks/grid.py): grid files, resumable cells, the evaluation CSV and the
+rliable report."""
 
 import csv
-import importlib.util
 import json
 import os
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -14,11 +15,10 @@ import numpy as np
 import pytest
 import yaml
 
+from sb3_ppo_ext.zoo import grid
+from sb3_ppo_ext.zoo.grid import run as grid_run
+
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("grid", ROOT / "benchmarks" / "grid.py")
-grid = importlib.util.module_from_spec(spec)
-sys.modules["grid"] = grid  # dataclasses look their module up while the class is built
-spec.loader.exec_module(grid)
 
 
 def write_grid(tmp_path, text):
@@ -28,7 +28,9 @@ def write_grid(tmp_path, text):
 
 
 def test_load_grid_expands_tasks_variants_seeds(tmp_path):
-    path = write_grid(tmp_path, """
+    path = write_grid(
+        tmp_path,
+        """
 defaults: {eval_freq: 1000}
 variants:
   ours: {}
@@ -37,16 +39,22 @@ variants:
 tasks:
   CartPole-v1: {seeds: [0, 1], variants: [ours, penalty], n_timesteps: 2e3}
   Pendulum-v1: {seeds: [3], eval_episodes: 4}
-""")
-    cells = grid.load_grid(path)
+""",
+    )
+    cells = grid.load_grid(path, relative_to=str(ROOT))
     assert [(c.task, c.variant, c.seed) for c in cells] == [
-        ("CartPole-v1", "ours", 0), ("CartPole-v1", "ours", 1), ("CartPole-v1", "penalty", 0),
-        ("CartPole-v1", "penalty", 1), ("Pendulum-v1", "ours", 3), ("Pendulum-v1", "sb3", 3),
-        ("Pendulum-v1", "penalty", 3)]
+        ("CartPole-v1", "ours", 0),
+        ("CartPole-v1", "ours", 1),
+        ("CartPole-v1", "penalty", 0),
+        ("CartPole-v1", "penalty", 1),
+        ("Pendulum-v1", "ours", 3),
+        ("Pendulum-v1", "sb3", 3),
+        ("Pendulum-v1", "penalty", 3),
+    ]
     argv = cells[2].train_argv("/runs/x")
     assert argv[:6] == ["train", "--algo", "ppo_ext", "--env", "CartPole-v1", "--seed"]
     assert argv[argv.index("-n") + 1] == "2000" and argv[argv.index("--eval-freq") + 1] == "1000"
-    assert argv[argv.index("--hyperparams") + 1:] == ["kl_penalty_target:0.02", "objective:'clip_kl_penalty'"]
+    assert argv[argv.index("--hyperparams") + 1 :] == ["kl_penalty_target:0.02", "objective:'clip_kl_penalty'"]
     assert cells[5].conf == str(ROOT / "benchmarks" / "configs" / "reference_ppo.yml")
     assert cells[4].eval_episodes == 4 and cells[4].n_timesteps is None
     assert cells[0].folder("/runs") == "/runs/CartPole-v1/ours/seed_0"
@@ -56,7 +64,7 @@ tasks:
 def test_every_grid_file_of_the_repository_names_config_blocks_that_exist(grid_file):
     """A grid whose variant points at a config without a block for its task fails only when that cell starts, maybe
     hours into a run: every shipped grid file is checked here."""
-    cells = grid.load_grid(str(grid_file))
+    cells = grid.load_grid(str(grid_file), relative_to=str(ROOT))
     assert cells
     blocks_of = {}
     for cell in cells:
@@ -64,16 +72,21 @@ def test_every_grid_file_of_the_repository_names_config_blocks_that_exist(grid_f
         if conf not in blocks_of:
             with open(conf, encoding="utf-8") as stream:
                 blocks_of[conf] = yaml.safe_load(stream)
-        assert cell.task in blocks_of[conf], f"{grid_file.name}: {cell.variant} runs {cell.task}, which {conf} has no block for"
+        assert cell.task in blocks_of[conf], (
+            f"{grid_file.name}: {cell.variant} runs {cell.task}, which {conf} has no block for"
+        )
 
 
-@pytest.mark.parametrize("text, message", [
-    ("tasks: {}", "non-empty 'tasks'"),
-    ("tasks: {CartPole-v1: {seed: [0]}}", r"task 'CartPole-v1': unknown key\(s\) \['seed'\]"),
-    ("tasks: {CartPole-v1: {variants: [nope]}}", "names variant 'nope'"),
-    ("tasks: {CartPole-v1: {seeds: [-1]}}", "seeds must be a list of non-negative integers"),
-    ("variants: {a: {algoo: ppo}}\ntasks: {CartPole-v1: {}}", r"variant 'a': unknown key\(s\) \['algoo'\]"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("tasks: {}", "non-empty 'tasks'"),
+        ("tasks: {CartPole-v1: {seed: [0]}}", r"task 'CartPole-v1': unknown key\(s\) \['seed'\]"),
+        ("tasks: {CartPole-v1: {variants: [nope]}}", "names variant 'nope'"),
+        ("tasks: {CartPole-v1: {seeds: [-1]}}", "seeds must be a list of non-negative integers"),
+        ("variants: {a: {algoo: ppo}}\ntasks: {CartPole-v1: {}}", r"variant 'a': unknown key\(s\) \['algoo'\]"),
+    ],
+)
 def test_load_grid_names_what_is_wrong(tmp_path, text, message):
     with pytest.raises(ValueError, match=message):
         grid.load_grid(write_grid(tmp_path, text))
@@ -101,11 +114,19 @@ def fake_run(root, task, variant, seed, evaluations, episode_ends, successes=Non
 def test_collect_reads_evaluations_and_wall_clock(tmp_path):
     # env 0 ends episodes of 500 steps at 10 s and 30 s, env 1 one of 500 at 19 s (absolute 20 s): 1000 steps
     # are reached at 20 s, 1500 at 30 s.
-    fake_run(tmp_path, "sb3_ppo_ext/Walker2D-v0", "ours", 0, [(1000, 50.0), (1500, 80.0), (4000, 90.0)],
-             [[(10.0, 500), (30.0, 500)], [(19.0, 500)]])
+    fake_run(
+        tmp_path,
+        "sb3_ppo_ext/Walker2D-v0",
+        "ours",
+        0,
+        [(1000, 50.0), (1500, 80.0), (4000, 90.0)],
+        [[(10.0, 500), (30.0, 500)], [(19.0, 500)]],
+    )
     rows = grid.collect(str(tmp_path))
     assert [(r["kind"], r["timesteps"], r["episodes"], r["eval_mean"], r["eval_std"], r["wall_s"]) for r in rows[:2]] == [
-        ("periodic", 1000, 2, 50.0, 1.0, 20.0), ("periodic", 1500, 2, 80.0, 1.0, 30.0)]
+        ("periodic", 1000, 2, 50.0, 1.0, 20.0),
+        ("periodic", 1500, 2, 80.0, 1.0, 30.0),
+    ]
     assert np.isnan(rows[2]["wall_s"])  # after the last finished episode
     # Unfinished (no done.json): the env id comes from the run's args.yml, not from the folder name.
     assert rows[0]["task"] == "sb3_ppo_ext/Walker2D-v0" and rows[0]["variant"] == "ours" and rows[0]["seed"] == 0
@@ -146,10 +167,13 @@ def test_report_counts_successes_where_the_task_reports_them(tmp_path):
 
 
 def test_run_is_resumable_at_the_cell_level(tmp_path):
-    path = write_grid(tmp_path, """
+    path = write_grid(
+        tmp_path,
+        """
 tasks:
   CartPole-v1: {seeds: [0], n_timesteps: 1024, eval_freq: 512, eval_episodes: 2}
-""")
+""",
+    )
     (cell,) = grid.load_grid(path)
     root = str(tmp_path / "runs")
     partial = Path(cell.folder(root))
@@ -179,13 +203,13 @@ def test_a_stopped_grid_records_the_session_of_each_running_cell_and_starts_no_o
     path = write_grid(tmp_path, "tasks:\n  CartPole-v1: {seeds: [0, 1], n_timesteps: 1024}\n")
     first, second = grid.load_grid(path)
     root = str(tmp_path / "runs")
-    monkeypatch.setattr(grid, "_sb3_ppo_ext_command", lambda: [sys.executable, "-c", "import time; time.sleep(60)"])
+    monkeypatch.setattr(grid_run, "_sb3_ppo_ext_command", lambda: [sys.executable, "-c", "import time; time.sleep(60)"])
     outcome = []
     worker = threading.Thread(target=lambda: outcome.append(grid.run_cell(first, root)))
     worker.start()
     try:
         deadline = time.time() + 30
-        while not grid._TRAINING and time.time() < deadline:
+        while not grid_run._TRAINING and time.time() < deadline:
             time.sleep(0.05)
         grid.stop_training()
         worker.join(30)
@@ -195,14 +219,17 @@ def test_a_stopped_grid_records_the_session_of_each_running_cell_and_starts_no_o
         assert not Path(first.folder(root), "done.json").exists()
         assert grid.run_cell(second, root).startswith("stop") and not Path(second.folder(root)).exists()
     finally:
-        grid._STOPPING.clear()
+        grid_run._STOPPING.clear()
 
 
 def test_an_interrupted_cell_with_checkpoints_resumes_instead_of_starting_again(tmp_path):
-    path = write_grid(tmp_path, """
+    path = write_grid(
+        tmp_path,
+        """
 tasks:
   CartPole-v1: {seeds: [0], n_timesteps: 2048, eval_freq: 512, eval_episodes: 2, save_freq: 512}
-""")
+""",
+    )
     (cell,) = grid.load_grid(path)
     assert "--save-freq" in cell.train_argv("f") and cell.resume_argv("r")[-2:] == ["--save-freq", "512"]
     root = str(tmp_path / "runs")
@@ -219,14 +246,23 @@ tasks:
     sessions = (folder / "sessions.jsonl").read_text().splitlines()
     assert len(sessions) == 2 and "--resume" in json.loads(sessions[1])["command"]
     assert json.loads((folder / "done.json").read_text())["wall_s"] == pytest.approx(
-        sum(json.loads(line)["wall_s"] for line in sessions))
+        sum(json.loads(line)["wall_s"] for line in sessions)
+    )
 
 
 def test_a_finished_cell_copied_to_a_grid_with_a_larger_budget_trains_on_from_its_final_model(tmp_path):
-    short, long = (grid.load_grid(write_grid(tmp_path, f"""
+    short, long = (
+        grid.load_grid(
+            write_grid(
+                tmp_path,
+                f"""
 tasks:
   CartPole-v1: {{seeds: [0], n_timesteps: {steps}, eval_freq: 512, eval_episodes: 2{checkpoints}}}
-"""))[0] for steps, checkpoints in ((1024, ""), (2048, ", save_freq: 512")))
+""",
+            )
+        )[0]
+        for steps, checkpoints in ((1024, ""), (2048, ", save_freq: 512"))
+    )
     assert grid.run_grid([short], str(tmp_path / "screen"), jobs=1)  # no checkpoints: only the final model
     shutil.copytree(short.folder(str(tmp_path / "screen")), long.folder(str(tmp_path / "long")))
     folder = Path(long.folder(str(tmp_path / "long")))
@@ -238,10 +274,13 @@ tasks:
 
 
 def test_a_snapshot_of_an_unfinished_cell_resumes_on_a_fresh_root(tmp_path):
-    path = write_grid(tmp_path, """
+    path = write_grid(
+        tmp_path,
+        """
 tasks:
   CartPole-v1: {seeds: [0], n_timesteps: 1536, eval_freq: 512, eval_episodes: 2, save_freq: 512}
-""")
+""",
+    )
     (cell,) = grid.load_grid(path)
     root, stash = tmp_path / "runs", tmp_path / "repo" / "run_state"
     assert grid.run_grid([cell], str(root), jobs=1)
@@ -253,8 +292,11 @@ tasks:
     assert line.endswith("at 1024 steps")
     shutil.rmtree(root)  # the machine did not come back
     shutil.copytree(stash, root)
-    kept = sorted(p.name for p in (root / os.path.relpath(folder, tmp_path / "runs") / "ppo_ext" / "CartPole-v1_1").iterdir()
-                  if not p.name.endswith(".monitor.csv"))
+    kept = sorted(
+        p.name
+        for p in (root / os.path.relpath(folder, tmp_path / "runs") / "ppo_ext" / "CartPole-v1_1").iterdir()
+        if not p.name.endswith(".monitor.csv")
+    )
     assert kept == ["CartPole-v1", "evaluations.npz", "rl_model_1024_steps.zip"]
     assert grid.run_cell(cell, str(root)).endswith("in several sessions)")
     rows = grid.collect(str(root))
@@ -297,15 +339,19 @@ Eval num_timesteps=20000, episode_reward=81.20 +/- 3.1
 
 
 def test_failures_lists_the_starts_every_seed_failed(tmp_path):
-    for seed, failed in enumerate([{"3": "sea_contact", "7": "time_limit"}, {"3": "engine_contact"},
-                                   {"3": "sea_contact", "7": "sea_contact", "9": "hard_touchdown"}]):
+    for seed, failed in enumerate(
+        [
+            {"3": "sea_contact", "7": "time_limit"},
+            {"3": "engine_contact"},
+            {"3": "sea_contact", "7": "sea_contact", "9": "hard_touchdown"},
+        ]
+    ):
         folder = tmp_path / "T" / "v" / f"seed_{seed}"
         folder.mkdir(parents=True)
         (folder / "done.json").write_text(json.dumps({"task": "ns/T-v0"}))
         (folder / grid.FINAL_EVAL_FILE).write_text(json.dumps({"episodes": 10, "failed_episodes": failed}))
     (line,) = grid.shared_failures(str(tmp_path))
-    assert line == ("ns/T-v0 v: 3 seeds, 6 failed episodes on 3 starts; failed by every seed: [3]; "
-                    "by all but one: [7]")
+    assert line == ("ns/T-v0 v: 3 seeds, 6 failed episodes on 3 starts; failed by every seed: [3]; by all but one: [7]")
 
 
 def test_curve_table_shows_each_run_at_the_given_steps(tmp_path):
@@ -318,8 +364,14 @@ def test_curve_table_shows_each_run_at_the_given_steps(tmp_path):
     assert "| a | 0 | 1 | 1 | 1 at 0.003M |" in lengths  # fake_run's episodes last 1 step
 
 
-@pytest.mark.parametrize("flag, value, named", [("--seeds", "2", "--seeds: 2 not in"), ("--only", "sb3", "--only: sb3"),
-                                                ("--tasks", "Pendulum-v1", "--tasks: Pendulum-v1")])
+@pytest.mark.parametrize(
+    "flag, value, named",
+    [
+        ("--seeds", "2", "--seeds: 2 not in"),
+        ("--only", "sb3", "--only: sb3"),
+        ("--tasks", "Pendulum-v1", "--tasks: Pendulum-v1"),
+    ],
+)
 def test_run_filters_that_match_no_cell_of_the_grid_are_named(tmp_path, capsys, flag, value, named):
     path = write_grid(tmp_path, "variants: {ours: {}}\ntasks:\n  CartPole-v1: {seeds: [0, 1]}\n")
     with pytest.raises(SystemExit):
@@ -333,21 +385,31 @@ def test_run_filters_that_match_no_cell_of_the_grid_are_named(tmp_path, capsys, 
 def test_a_trained_agent_cell_starts_from_that_checkpoint_with_its_statistics(tmp_path):
     """``trained_agent``: the cell's first session is ``train -i MODEL`` (weights and the checkpoint's VecNormalize
     statistics; a new step count), and a missing model fails that cell by name without training."""
-    (source,) = grid.load_grid(write_grid(tmp_path, """
+    (source,) = grid.load_grid(
+        write_grid(
+            tmp_path,
+            """
 variants:
   ppo_ext: {hyperparams: {n_envs: 2, n_steps: 256, batch_size: 128, n_epochs: 1, normalize: true}}
 tasks:
   Pendulum-v1: {seeds: [0], n_timesteps: 1024, eval_freq: 512, eval_episodes: 1, save_freq: 512}
-"""))
+""",
+        )
+    )
     assert grid.run_grid([source], str(tmp_path / "source"), jobs=1)
     checkpoint = Path(source.folder(str(tmp_path / "source")), "ppo_ext", "Pendulum-v1_1", "rl_model_512_steps.zip")
-    (tuned, missing) = grid.load_grid(write_grid(tmp_path, f"""
+    (tuned, missing) = grid.load_grid(
+        write_grid(
+            tmp_path,
+            f"""
 variants:
   tuned: {{trained_agent: {checkpoint}, hyperparams: {{n_envs: 2, n_steps: 256, normalize: true, learning_rate: 1.0e-5}}}}
   missing: {{trained_agent: {tmp_path / "nowhere.zip"}}}
 tasks:
   Pendulum-v1: {{seeds: [0], n_timesteps: 512, eval_freq: 512, eval_episodes: 1}}
-"""))
+""",
+        )
+    )
     assert tuned.train_argv("f")[tuned.train_argv("f").index("-i") + 1] == str(checkpoint)
     root = str(tmp_path / "tuned")
     assert grid.run_cell(tuned, root).startswith("done")
@@ -356,5 +418,22 @@ tasks:
     assert [r["timesteps"] for r in grid.collect(root) if r["variant"] == "tuned"] == [512]
     line = grid.run_cell(missing, root)
     assert line.startswith("FAIL") and "nowhere.zip does not exist" in line and not Path(missing.folder(root)).exists()
-    with pytest.raises(ValueError, match="trained_agent must be a model .zip"):
+    with pytest.raises(ValueError, match=r"trained_agent must be a model \.zip"):
         grid.load_grid(write_grid(tmp_path, "variants: {v: {trained_agent: run}}\ntasks: {Pendulum-v1: {}}\n"))
+
+
+def test_the_script_resolves_relative_paths_from_the_repository_and_the_module_from_the_current_directory(tmp_path):
+    """``python benchmarks/grid.py`` (the command line the grid files' headers and running campaigns use) reads a
+    grid file's relative ``conf`` from the repository root, wherever it is started; ``python -m
+    sb3_ppo_ext.zoo.grid`` from the current directory."""
+    path = write_grid(
+        tmp_path,
+        "variants: {sb3: {algo: ppo, conf: benchmarks/configs/reference_ppo.yml}}\ntasks:\n  CartPole-v1: {seeds: [0]}\n",
+    )
+    dry_run = ["run", path, "--root", str(tmp_path / "runs"), "--dry-run"]
+    for command, base in (([str(ROOT / "benchmarks" / "grid.py")], ROOT), (["-m", "sb3_ppo_ext.zoo.grid"], tmp_path)):
+        out = subprocess.run(
+            [sys.executable, *command, *dry_run], cwd=tmp_path, capture_output=True, text=True, check=True
+        ).stdout
+        assert f"--conf-file {base / 'benchmarks' / 'configs' / 'reference_ppo.yml'}" in out
+    assert not (tmp_path / "runs").exists()

@@ -31,7 +31,7 @@ def test_multi_categorical_is_sum_of_parts():
     logits_p, logits_q = th.randn(6, 9), th.randn(6, 9)
     expected = sum(
         kl_divergence(Categorical(logits=p), Categorical(logits=q))
-        for p, q in zip(th.split(logits_p, dims, -1), th.split(logits_q, dims, -1))
+        for p, q in zip(th.split(logits_p, dims, -1), th.split(logits_q, dims, -1), strict=True)
     )
     assert th.allclose(multi_categorical_kl(logits_p, logits_q, dims), expected, atol=1e-5)
 
@@ -73,7 +73,7 @@ def test_params_round_trip_through_sb3_distributions(space, kind):
         dist_new.proba_distribution(action_logits=th.randn(4, n_params))
     analytic_value = analytic(analytic.params(dist_old), analytic.params(dist_new))
     if kind == "multi_categorical":
-        expected = sum(kl_divergence(p, q) for p, q in zip(dist_old.distribution, dist_new.distribution))
+        expected = sum(kl_divergence(p, q) for p, q in zip(dist_old.distribution, dist_new.distribution, strict=True))
     else:
         expected = kl_divergence(dist_old.distribution, dist_new.distribution)
         expected = expected.sum(-1) if expected.dim() > 1 else expected

@@ -86,7 +86,7 @@ class PoisonReturns(BaseCallback):
 def test_non_finite_gradients_raise_before_the_step_and_leave_the_model_intact(rollout):
     model = PPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=32, n_epochs=2, seed=0)
     poison = PoisonReturns(rollout)
-    with pytest.raises(FloatingPointError, match="non-finite gradients in update .* No step was taken"):
+    with pytest.raises(FloatingPointError, match=r"non-finite gradients in update .* No step was taken"):
         model.learn(64 * 3, callback=poison)
     for name, tensor in model.policy.state_dict().items():
         assert th.equal(tensor, poison.weights[name]), name
@@ -106,7 +106,7 @@ def test_clipped_step_refuses_non_finite_gradients_only_when_asked():
         before = [parameter.detach().clone() for parameter in parameters]
         with pytest.raises(NonFiniteGradientError):
             step.step()
-        assert all(th.equal(a, b) for a, b in zip(before, parameters))
+        assert all(th.equal(a, b) for a, b in zip(before, parameters, strict=True))
         network.weight.grad = th.ones_like(network.weight)
         step.step()  # finite gradients step as usual
     lenient = ClippedStep(th.optim.Adam(parameters, fused=True), parameters, 0.5)
@@ -181,7 +181,7 @@ def assert_same_statistics(actual: dict, expected: dict) -> None:
     """Equal to the bit, and finite."""
     assert actual.keys() == expected.keys()
     for key in expected:
-        for a, b in zip(actual[key], expected[key]):
+        for a, b in zip(actual[key], expected[key], strict=True):
             np.testing.assert_array_equal(a, b, err_msg=key)
         assert all(np.isfinite(part).all() for part in actual[key]), key
 
@@ -292,7 +292,7 @@ def test_the_first_observation_of_a_rollout_is_checked_before_it_is_acted_on():
             return np.full_like(observation, np.nan), info
 
     model = PPO("MlpPolicy", DummyVecEnv([lambda: NanReset(gym.make("Pendulum-v1"))]), n_steps=N_STEPS, batch_size=8)
-    with pytest.raises(NonFiniteCollectionError, match="non-finite observation from env.* at step 0.*before acting on it"):
+    with pytest.raises(NonFiniteCollectionError, match=r"non-finite observation from env.* at step 0.*before acting on it"):
         model.learn(N_STEPS)
     assert model.num_timesteps == 0
 

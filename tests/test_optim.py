@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import warnings
 
 import pytest
 import torch as th
@@ -50,11 +51,11 @@ def test_steps_equal_clip_grad_norm_and_fused_step_exactly(optimizer_class, kwar
         reference_optimizer.step()
         _backward(ours, seed)
         step.step()
-        for expected, actual in zip(reference.parameters(), ours.parameters()):
+        for expected, actual in zip(reference.parameters(), ours.parameters(), strict=True):
             assert th.equal(expected, actual)
             assert th.equal(expected.grad, actual.grad)  # clipped in place, as clip_grad_norm_ leaves them
     assert step._groups is not None  # the direct path ran after the first step
-    for expected, actual in zip(reference_optimizer.state.values(), our_optimizer.state.values()):
+    for expected, actual in zip(reference_optimizer.state.values(), our_optimizer.state.values(), strict=True):
         for key in expected:
             assert th.equal(expected[key], actual[key]), key
 
@@ -74,7 +75,7 @@ def test_a_parameter_without_gradient_steps_through_torch():
                 th.nn.utils.clip_grad_norm_(network.parameters(), 0.5)
                 optimizer.step()
         step.step()
-    for expected, actual in zip(reference.parameters(), ours.parameters()):
+    for expected, actual in zip(reference.parameters(), ours.parameters(), strict=True):
         assert th.equal(expected, actual)
 
 
@@ -113,7 +114,7 @@ def test_anything_else_steps_through_torch():
         step.zero_grad()
         _backward(ours, seed)
         step.step()
-    for expected, actual in zip(reference.parameters(), ours.parameters()):
+    for expected, actual in zip(reference.parameters(), ours.parameters(), strict=True):
         assert th.equal(expected, actual)
     step.zero_grad()
     assert all(parameter.grad is None for parameter in ours.parameters())
@@ -135,3 +136,51 @@ def test_fused_adam_only_inside_the_block_and_only_where_the_user_chose_nothing(
     sgd = th.optim.SGD(network.parameters(), lr=0.1)
     with fused_adam(sgd):
         assert "fused" not in sgd.param_groups[0] or not sgd.param_groups[0]["fused"]
+
+
+def test_a_changed_private_kernel_falls_back_to_torch_with_one_warning(monkeypatch):
+    """torch's private fused kernels may change between versions: the direct path is checked against torch's own step
+    once per device type, and where it fails (here: a kernel that no longer takes our arguments) every step goes
+    through torch, with one warning instead of a TypeError."""
+    from sb3_ppo_ext.ppo import optim
+
+    def changed_kernel(*args, new_required_argument, **kwargs):
+        raise AssertionError("never reached: the call fails on its arguments")
+
+    class TorchWithAChangedKernel:  # torch as optim.py sees it; torch.optim's own Adam calls the real kernel
+        _fused_adam_ = staticmethod(changed_kernel)
+
+        def __getattr__(self, name):
+            return getattr(th, name)
+
+    monkeypatch.setattr(optim, "th", TorchWithAChangedKernel())
+    optim.direct_path_works.cache_clear()
+    try:
+        reference = _network()
+        ours = copy.deepcopy(reference)
+        reference_optimizer = th.optim.Adam(reference.parameters(), lr=1e-2, fused=True)
+        our_optimizer = th.optim.Adam(ours.parameters(), lr=1e-2, fused=True)
+        assert ClippedStep.supports(our_optimizer, list(ours.parameters()))  # its conditions hold; the kernel does not
+        with pytest.warns(RuntimeWarning, match="private fused Adam kernels differ .*TypeError"):
+            step = ClippedStep(our_optimizer, list(ours.parameters()), 0.5)
+        assert not step.direct
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # warned once per process and device type
+            ClippedStep(our_optimizer, list(ours.parameters()), 0.5)
+        for seed in range(3):
+            _backward(reference, seed)
+            th.nn.utils.clip_grad_norm_(reference.parameters(), 0.5)
+            reference_optimizer.step()
+            _backward(ours, seed)
+            step.step()
+        for expected, actual in zip(reference.parameters(), ours.parameters(), strict=True):
+            assert th.equal(expected, actual)
+    finally:
+        optim.direct_path_works.cache_clear()
+
+
+def test_the_direct_path_is_checked_against_torch_on_this_torch():
+    from sb3_ppo_ext.ppo import optim
+
+    optim.direct_path_works.cache_clear()
+    assert optim.direct_path_works("cpu")

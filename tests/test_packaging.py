@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+import sb3_ppo_ext
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -24,6 +26,10 @@ def test_wheel_layout(tmp_path):
     assert "sb3_ppo_ext/envs/rocket_lander.py" in names
     assert "sb3_ppo_ext/zoo_configs/ppo_ext.yml" in names
     assert "sb3_ppo_ext/ppo/ppo.py" in names
+    assert "sb3_ppo_ext/zoo/grid/run.py" in names
+    assert "sb3_ppo_ext/py.typed" in names  # PEP 561: users' type checkers read our hints
+    version = wheel.name.split("-")[1]  # setuptools reads it from the package, the one place it is written
+    assert version == sb3_ppo_ext.__version__
     for agent in (ROOT / "sb3_ppo_ext" / "trained_agents").glob("*/agent.json"):  # the shipped agents are package data
         for name in ("agent.json", "policy.npz"):
             assert f"sb3_ppo_ext/trained_agents/{agent.parent.name}/{name}" in names

@@ -31,6 +31,7 @@ from stable_baselines3.common.envs import (
 from stable_baselines3.common.policies import ActorCriticPolicy
 
 from sb3_ppo_ext import PPO
+from sb3_ppo_ext.ppo.evaluation import ActionEvaluator
 from sb3_ppo_ext.ppo.numpy_policy import NumpyActorCritic
 
 PARAMETER_ATOL = 2e-6  # after 4 updates of 3 epochs each; measured at most 6.3e-7 (seeds 0-3, every case below)
@@ -148,17 +149,17 @@ def test_early_stopping_case_stops_early():
     "cartpole-4-envs", "cartpole-early-stop-vf-clip", "pendulum", "pendulum-gsde", "pendulum-gsde-squashed",
     "multibinary", "multidiscrete", "dict-observations-box-actions", "dict-image-observations",
 ])
-def test_bit_identical_where_ours_takes_sb3s_torch_paths(case, monkeypatch):
+def test_bit_identical_where_ours_takes_sb3s_torch_paths(case):
     """With what our fast paths replace taken through torch as SB3 takes it (collection: ``fast_collect=False``;
-    log-probabilities: ``policy.evaluate_actions``; Adam: the for-loop kernel), the runs are bit-identical: the
+    log-probabilities: ``direct_evaluation=False``; Adam: the for-loop kernel), the runs are bit-identical: the
     random draws, the minibatch order, the packed minibatches, the loss, the clipping and the early stop are SB3's
     exactly, also for a CNN with ReLUs, whose kinks amplify any rounding difference."""
     env, n_envs, kwargs = CASES.get(case, IMAGE_CASE)
     policy_kwargs = dict(kwargs.get("policy_kwargs") or {}, **SB3_ADAM)
     kwargs = dict(kwargs, policy_kwargs=policy_kwargs)
     theirs = train(SB3PPO, env, n_envs, **kwargs)
-    monkeypatch.setattr(PPO, "_direct_head", lambda self: None)
-    ours = train(PPO, env, n_envs, fast_collect=False, **kwargs)
+    ours = train(PPO, env, n_envs, fast_collect=False, direct_evaluation=False, **kwargs)
+    assert ours[0].update_loss.function.evaluator.head is None  # the switch took SB3's evaluate_actions
     assert_same_run(theirs, ours, exact=True)
 
 
@@ -179,7 +180,7 @@ def test_compiled_policy_trains_as_sb3():
     """``model.policy = th.compile(model.policy)`` (SB3's docs): both take the torch paths through the wrapper."""
     theirs = train(SB3PPO, "CartPole-v1", 2, compile_policy=True, **SMALL)
     ours = train(PPO, "CartPole-v1", 2, compile_policy=True, **SMALL)
-    assert ours[0]._direct_head() is None and not NumpyActorCritic.supports(ours[0].policy)
+    assert ActionEvaluator(ours[0].policy).head is None and not NumpyActorCritic.supports(ours[0].policy)
     assert_same_run(theirs, ours)
 
 
@@ -228,7 +229,7 @@ def test_custom_policies_take_sb3_paths_and_train_as_sb3(policy_class, env, uses
     their_calls, policy_class.calls = policy_class.calls, 0
     ours = train(PPO, env, 2, policy=policy_class, **kwargs)
     assert NumpyActorCritic.supports(ours[0].policy) == uses_numpy_actor
-    assert (ours[0]._direct_head() is not None) == uses_direct_head
+    assert (ActionEvaluator(ours[0].policy).head is not None) == uses_direct_head
     if policy_class is not FloorGaussianPolicy:
         assert their_calls > 0 and policy_class.calls == their_calls  # the override ran as often as in SB3
     assert_same_run(theirs, ours)

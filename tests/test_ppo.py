@@ -19,6 +19,7 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.torch_layers import MlpExtractor
 
 from sb3_ppo_ext import PPO
+from sb3_ppo_ext.ppo.evaluation import ActionEvaluator
 from sb3_ppo_ext.ppo.numpy_policy import NumpyActorCritic
 
 TINY = dict(net_arch=[16])
@@ -61,7 +62,8 @@ def test_dict_observations_multi_input_policy():
 
 def test_cnn_policy_on_images():
     env = FakeImageEnv(screen_height=36, screen_width=36, n_channels=1, discrete=True)
-    model = PPO("CnnPolicy", env, n_steps=32, batch_size=16, n_epochs=1, policy_kwargs=dict(features_extractor_kwargs=dict(features_dim=16)), seed=0)
+    model = PPO("CnnPolicy", env, n_steps=32, batch_size=16, n_epochs=1,
+                policy_kwargs=dict(features_extractor_kwargs=dict(features_dim=16)), seed=0)
     before = _weights(model)
     model.learn(64)
     assert model._n_updates == 2
@@ -240,10 +242,10 @@ def test_direct_evaluation_matches_evaluate_actions(env_fn, kwargs):
         actions = actions.long()
     else:
         actions = actions.float()
-    head = model._direct_head()
-    assert head is not None
+    evaluator = ActionEvaluator(model.policy)
+    assert evaluator.head is not None
     with th.no_grad():
-        values, log_prob, entropy, _ = model._evaluate(obs, actions, head, None)
+        values, log_prob, entropy, _ = evaluator(obs, actions)
         values_ref, log_prob_ref, entropy_ref = model.policy.evaluate_actions(obs, actions)
     assert th.allclose(values, values_ref.flatten(), atol=1e-6)
     assert th.allclose(log_prob, log_prob_ref, atol=1e-5)
@@ -390,7 +392,8 @@ def test_integral_floats_are_ints_and_others_are_refused_by_name():
     """YAML gives ``2048.0`` or ``1e3`` for integers: taken as ints; non-integral values and bools are refused."""
     model = PPO("MlpPolicy", "Pendulum-v1", n_steps=64.0, batch_size=32.0, n_epochs=2.0, use_sde=True, sde_sample_freq=4.0,
                 stats_window_size=1e1, policy_kwargs=TINY, seed=0)
-    for name, value in (("n_steps", 64), ("batch_size", 32), ("n_epochs", 2), ("sde_sample_freq", 4), ("_stats_window_size", 10)):
+    integers = (("n_steps", 64), ("batch_size", 32), ("n_epochs", 2), ("sde_sample_freq", 4), ("_stats_window_size", 10))
+    for name, value in integers:
         assert getattr(model, name) == value and type(getattr(model, name)) is int, name
     model.learn(1.28e2)
     assert model.num_timesteps == 128 and model._n_updates == 4
@@ -406,7 +409,7 @@ def _warnings(algorithm, *args, **kwargs) -> list[tuple[type, str]]:
         warnings.simplefilter("always")
         algorithm(*args, **kwargs)
     # A ResourceWarning can be any earlier test's file collected by the garbage collector meanwhile: not ours.
-    return [(warning.category, str(warning.message)) for warning in caught if not issubclass(warning.category, ResourceWarning)]
+    return [(w.category, str(w.message)) for w in caught if not issubclass(w.category, ResourceWarning)]
 
 
 @pytest.mark.parametrize("kwargs", [
@@ -429,7 +432,7 @@ def test_compiled_policy_takes_the_torch_paths():
     with SB3's under the default backend)."""
     model = PPO("MlpPolicy", "CartPole-v1", n_steps=64, batch_size=32, n_epochs=1, policy_kwargs=TINY, seed=0)
     model.policy = th.compile(model.policy, backend="eager")
-    assert model._direct_head() is None and not NumpyActorCritic.supports(model.policy)
+    assert ActionEvaluator(model.policy).head is None and not NumpyActorCritic.supports(model.policy)
     model.learn(64)
     assert model._n_updates == 1
 
@@ -472,43 +475,43 @@ def test_sb3_example_code_runs_with_changed_import(tmp_path):
     model = PPO("MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=1, tensorboard_log=str(tmp_path), verbose=0)
     model.learn(256, callback=EvalCallback(eval_env, eval_freq=64, n_eval_episodes=1, log_path=str(tmp_path)),
                 tb_log_name="ours")
-    mean, std = evaluate_policy(model, eval_env, n_eval_episodes=2)
+    mean, _ = evaluate_policy(model, eval_env, n_eval_episodes=2)
     assert np.isfinite(mean)
     assert any(p.name.startswith("ours") for p in tmp_path.iterdir())
     model.save(tmp_path / "model")
     env.save(str(tmp_path / "vecnormalize.pkl"))
-    loaded = PPO.load(tmp_path / "model", env=VecNormalize.load(str(tmp_path / "vecnormalize.pkl"), make_vec_env("Pendulum-v1", n_envs=2)))
+    statistics = VecNormalize.load(str(tmp_path / "vecnormalize.pkl"), make_vec_env("Pendulum-v1", n_envs=2))
+    loaded = PPO.load(tmp_path / "model", env=statistics)
     loaded.learn(64, reset_num_timesteps=False)
     assert loaded.num_timesteps == 256 + 128  # one more rollout of 64 steps x 2 envs
 
 
 def test_packed_minibatches_equal_per_field_indexing():
-    from sb3_ppo_ext.ppo.kl import AnalyticKL
     from sb3_ppo_ext.ppo.rollout import PackedRollout, UpdateRollout, take_rows
 
     model = PPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=16, n_epochs=1, policy_kwargs=TINY, seed=0)
     model.learn(64)
     data = UpdateRollout(model.rollout_buffer).samples
-    analytic = AnalyticKL.for_distribution(model.policy.action_dist)
-    old_params = model._distribution_params(analytic, data.observations)
+    old_params = ActionEvaluator(model.policy).distribution_params(data.observations)
     packed = PackedRollout.pack(data, old_params)
     assert packed is not None
     index = th.tensor([5, 0, 63, 17])
     samples, old = packed.take(index)
-    for got, expected in zip(samples, data):
+    for got, expected in zip(samples, data, strict=True):
         assert th.equal(got, take_rows(expected, index))
-    for got, expected in zip(old, old_params):
+    for got, expected in zip(old, old_params, strict=True):
         assert th.equal(got, expected[index])
     permutation = th.randperm(64)
     minibatches = list(packed.minibatches(permutation, 24))  # one reordering per epoch, minibatches are its slices
     assert [len(samples.advantages) for samples, _ in minibatches] == [24, 24, 16]
-    for (samples, old), start in zip(minibatches, (0, 24, 48)):
+    for (samples, old), start in zip(minibatches, (0, 24, 48), strict=True):
         expected_samples, expected_old = packed.take(permutation[start : start + 24])
-        for got, expected in zip((*samples, *old), (*expected_samples, *expected_old)):
+        for got, expected in zip((*samples, *old), (*expected_samples, *expected_old), strict=True):
             assert th.equal(got, expected)
     multi_input = PPO("MultiInputPolicy", SimpleMultiObsEnv(), n_steps=64, batch_size=16, n_epochs=1, policy_kwargs=TINY)
     multi_input.learn(64)
-    assert PackedRollout.pack(UpdateRollout(multi_input.rollout_buffer).samples, None) is None  # dict observations: per-field indexing
+    # Dict observations: per-field indexing.
+    assert PackedRollout.pack(UpdateRollout(multi_input.rollout_buffer).samples, None) is None
 
 
 @pytest.mark.parametrize("n_envs", [1, 4])
@@ -567,3 +570,43 @@ def test_a_batch_size_above_the_rollout_warns_as_sb3_and_trains_on_the_whole_rol
     assert [str(w.message) for w in ours] == [str(w.message) for w in sb3]
     model.learn(32)
     assert model._n_updates == 4  # 2 rollouts x 2 epochs x one minibatch of 16
+
+
+def test_kl_estimator_says_which_kl_the_update_uses_and_is_not_saved(tmp_path):
+    import zipfile
+
+    model = PPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=32, n_epochs=1, policy_kwargs=TINY, seed=0)
+    assert model.kl_estimator == "analytic"
+    model.save(tmp_path / "model")
+    with zipfile.ZipFile(tmp_path / "model.zip") as archive:
+        assert '"kl_estimator"' not in archive.read("data").decode()  # read from the policy, not a saved flag
+    custom = PPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=32, n_epochs=1, rollout_buffer_class=CountingBuffer,
+                 rollout_buffer_kwargs={}, policy_kwargs=TINY, seed=0)
+    assert custom.kl_estimator == "k3"  # a user's buffer class: the collecting policy's distribution is unknown
+
+
+def test_learning_rate_is_set_and_logged_once_as_sb3_does():
+    from stable_baselines3 import PPO as SB3PPO
+
+    kwargs = dict(n_steps=64, batch_size=16, n_epochs=3, learning_rate=lambda progress: 1e-3 * progress, policy_kwargs=TINY,
+                  seed=0)
+    ours = PPO("MlpPolicy", "CartPole-v1", **kwargs).learn(128)
+    theirs = SB3PPO("MlpPolicy", "CartPole-v1", **kwargs).learn(128)
+    assert ours.logger.name_to_value["train/learning_rate"] == theirs.logger.name_to_value["train/learning_rate"]
+    assert ours.policy.optimizer.param_groups[0]["lr"] == theirs.policy.optimizer.param_groups[0]["lr"]
+    adaptive = PPO("MlpPolicy", "CartPole-v1", **(kwargs | dict(learning_rate=1e-3)), lr_kl_target=1e-12).learn(64)
+    # The mean of the rates the steps used: 1e-3, then divided by 1.5 after each of the 12 minibatches but the first
+    # (its KL is 0) up to the last, whose rate no step used.
+    rates = [1e-3 / 1.5 ** max(0, index - 1) for index in range(12)]
+    assert adaptive.logger.name_to_value["train/learning_rate"] == pytest.approx(np.mean(rates), rel=1e-6)
+
+
+def test_direct_evaluation_is_a_switch():
+    model = PPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=32, n_epochs=1, direct_evaluation=False,
+                policy_kwargs=TINY, seed=0).learn(64)
+    assert model.update_loss.function.evaluator.head is None  # policy.evaluate_actions, as SB3
+    model.direct_evaluation = True
+    model.learn(64)
+    assert model.update_loss.function.evaluator.head == "gaussian"
+    with pytest.raises(ValueError, match="direct_evaluation must be True or False, got 'no'"):
+        PPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=32, direct_evaluation="no")

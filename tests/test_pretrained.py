@@ -17,19 +17,8 @@ from stable_baselines3.common.vec_env import VecNormalize
 
 from sb3_ppo_ext import PPO
 from sb3_ppo_ext.cli import main as cli_main
-from sb3_ppo_ext.pretrained import (
-    AGENT_FILE,
-    add_provenance,
-    agent_folder,
-    list_pretrained,
-    load_pretrained,
-    play,
-    policy_kwargs_from_data,
-    policy_kwargs_to_data,
-    save_pretrained,
-    space_from_data,
-    space_to_data,
-)
+from sb3_ppo_ext.plain_data import policy_kwargs_from_data, policy_kwargs_to_data, space_from_data, space_to_data
+from sb3_ppo_ext.pretrained import AGENT_FILE, add_provenance, list_pretrained, load_pretrained, play, save_pretrained
 
 
 @pytest.fixture(scope="module")
@@ -227,8 +216,9 @@ def test_cli_missing_agent_is_one_line(capsys):
 
 def test_a_run_packs_its_final_model_or_a_checkpoint_with_that_checkpoints_statistics(tmp_path):
     """``save_pretrained_from_run`` (what ``benchmarks/ship_agent.py`` calls) on a zoo run with checkpoints."""
-    from sb3_ppo_ext.pretrained import read_agent, save_pretrained_from_run
+    from sb3_ppo_ext.pretrained import read_agent
     from sb3_ppo_ext.safe_loading import read_vecnormalize_statistics
+    from sb3_ppo_ext.zoo.packing import save_pretrained_from_run
 
     cli_main(["train", "--env", "Pendulum-v1", "-n", "1024", "-f", str(tmp_path / "logs"), "--seed", "3",
               "--save-freq", "512", "--eval-freq", "512", "--eval-episodes", "1", "--no-progress", "--verbose", "0",
@@ -255,10 +245,13 @@ def test_a_run_packs_its_final_model_or_a_checkpoint_with_that_checkpoints_stati
 # --- the shipped agents ------------------------------------------------------------------------------------------
 
 def _walker_walks(model, env):
-    """One whole episode: no fall in 1000 steps, and forward progress."""
-    (episode,) = play(model, env, 1000)
-    assert episode["truncated"], f"the walker fell after {episode['length']} steps"
-    assert episode["speed"] > 0.5, f"the walker's mean speed is {episode['speed']:.2f} m/s"
+    """Ten episodes from env seed 0: at least 8 walk the whole 1000 steps without a fall, at 1 m/s or more on average
+    (an untrained walker falls within about 100 steps; standing still covers no distance; the shipped agent walked 99
+    of 100 episodes to the time limit at about 1.75 m/s)."""
+    episodes = play(model, env, 11_000, n_episodes=10)
+    whole = [episode for episode in episodes if episode["truncated"]]
+    assert len(episodes) == 10 and len(whole) >= 8, [episode["length"] for episode in episodes]
+    assert np.mean([episode["speed"] for episode in whole]) >= 1.0, [episode["speed"] for episode in whole]
 
 
 def _humanoid_runs(model, env):
@@ -298,14 +291,14 @@ SHIPPED_CHECKS = {"sb3_ppo_ext/Walker2D-v0": _walker_walks, "sb3_ppo_ext/Humanoi
                   "sb3_ppo_ext/RocketLander-v0": _rocket_lands, "sb3_ppo_ext/RocketLanderDiscrete-v0": _rocket_lands}
 
 
-def test_every_shipped_agent_has_a_check():
-    assert set(list_pretrained()) <= set(SHIPPED_CHECKS), "add a check for the new shipped agent to SHIPPED_CHECKS"
+def test_every_shipped_agent_has_a_check_and_every_check_an_agent():
+    """A check for every shipped agent, and no check left standing for an agent that does not ship (it would have
+    nothing to play)."""
+    assert set(list_pretrained()) == set(SHIPPED_CHECKS), "SHIPPED_CHECKS must name exactly the shipped agents"
 
 
 @pytest.mark.parametrize("env_id", sorted(SHIPPED_CHECKS))
 def test_shipped_agent_plays(env_id):
-    if not os.path.isdir(agent_folder(env_id)):
-        pytest.skip(f"no agent shipped for {env_id} yet")
     model, env = load_pretrained(env_id, seed=0)
     try:
         SHIPPED_CHECKS[env_id](model, env)

@@ -485,7 +485,7 @@ def test_the_statistics_saved_with_the_played_model_are_chosen(tmp_path):
 
 def test_the_best_model_and_a_checkpoint_are_played_and_exported_with_their_own_statistics(
         trained_run, tmp_path, capsys, monkeypatch, no_unpickling):
-    import sb3_ppo_ext.callbacks
+    import sb3_ppo_ext.zoo.commands
 
     folder = str(trained_run)
     run = trained_run / "ppo_ext" / f"{ENV}_1"
@@ -494,7 +494,7 @@ def test_the_best_model_and_a_checkpoint_are_played_and_exported_with_their_own_
     main(["enjoy", "--env", ENV, "-f", folder, "-n", "10", "--no-render", "--load-checkpoint", "256"])
     assert "rl_model_vecnormalize_256_steps.pkl" in capsys.readouterr().out
     exported = {}
-    monkeypatch.setattr(sb3_ppo_ext.callbacks, "export_onnx",
+    monkeypatch.setattr(sb3_ppo_ext.zoo.commands, "export_onnx",
                         lambda model, output, statistics=None, **kwargs: exported.update(statistics=statistics))
     main(["export", "--env", ENV, "-f", folder, "--load-checkpoint", "256", "-o", str(tmp_path / "policy.onnx")])
     checkpoint = read_vecnormalize_statistics(str(run / "rl_model_vecnormalize_256_steps.npz"))

@@ -1,10 +1,7 @@
 """Saved models cross both ways between SB3's PPO and ours; the adaptive state survives save/load and resumes."""
 
-import os
-
 import numpy as np
 import pytest
-import torch as th
 from stable_baselines3 import PPO as SB3PPO
 from stable_baselines3.common.env_util import make_vec_env
 
@@ -82,24 +79,3 @@ def test_parameters_and_settings_round_trip(tmp_path):
         assert getattr(loaded, name) == getattr(model, name)
     for key, value in model.policy.state_dict().items():
         np.testing.assert_array_equal(loaded.policy.state_dict()[key].numpy(), value.numpy())
-
-
-DATA = os.path.join(os.path.dirname(__file__), "data")
-
-
-def test_zip_of_the_version_before_the_controllers_loads_and_continues_as_it_did():
-    """``ppo_adaptive_pre_controllers.zip`` was saved by the code before the adaptive controllers (commit 7492c31:
-    beta now as ``kl_coef``, the adaptive learning rate as ``adaptive_learning_rate``), after 128 steps of
-    clip_kl_penalty with both rules on. The ``.npz`` holds what that code gave after loading it and training on
-    (``set_random_seed(1)``, 128 more steps): the weights, beta and the learning rate."""
-    expected = np.load(os.path.join(DATA, "ppo_adaptive_pre_controllers_continued.npz"))
-    loaded = PPO.load(os.path.join(DATA, "ppo_adaptive_pre_controllers.zip"), env=make_vec_env("Pendulum-v1", n_envs=1, seed=1))
-    assert loaded.kl_penalty.coef == 4.0 and loaded.adaptive_lr.learning_rate == pytest.approx(0.0050625)
-    loaded.set_random_seed(1)
-    loaded.learn(128, reset_num_timesteps=False)
-    assert loaded.num_timesteps == 256
-    assert loaded.kl_penalty.coef == float(expected["kl_coef"])
-    assert loaded.adaptive_lr.learning_rate == float(expected["learning_rate"])
-    assert loaded.policy.optimizer.param_groups[0]["lr"] == float(expected["lr_in_optimizer"])
-    parameters = th.nn.utils.parameters_to_vector(loaded.policy.parameters()).detach().numpy()
-    np.testing.assert_allclose(parameters, expected["parameters"], rtol=1e-5, atol=1e-6)

@@ -19,9 +19,10 @@ import torch as th
 import yaml
 
 from sb3_ppo_ext.cli import main
-from sb3_ppo_ext.pretrained import load_pretrained, read_agent, save_pretrained_from_run
+from sb3_ppo_ext.pretrained import load_pretrained, read_agent
 from sb3_ppo_ext.safe_loading import read_zip_data
 from sb3_ppo_ext.validation import check_env_id
+from sb3_ppo_ext.zoo.packing import save_pretrained_from_run
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -122,13 +123,16 @@ def test_the_clean_run_still_plays_and_resumes(clean_run, tmp_path, capsys):
 # --- agents ----------------------------------------------------------------------------------------------------
 
 
-def test_env_ids_that_import_a_module_are_refused():
+def test_env_ids_of_registered_or_imported_modules_are_accepted():
     assert check_env_id("sb3_ppo_ext/Humanoid-v0", where="f") == "sb3_ppo_ext/Humanoid-v0"
     assert check_env_id("sb3_ppo_ext.envs:sb3_ppo_ext/Humanoid-v0", where="f")  # ours
     assert check_env_id("gymnasium:CartPole-v1", where="f")  # already imported: importing it runs nothing
-    for refused in ("not_imported_yet_module:CartPole-v1", ":CartPole-v1", "a:b:CartPole-v1", "", 3, None):
-        with pytest.raises(ValueError, match="agent.json"):
-            check_env_id(refused, where="agent.json")
+
+
+@pytest.mark.parametrize("refused", ["not_imported_yet_module:CartPole-v1", ":CartPole-v1", "a:b:CartPole-v1", "", 3, None])
+def test_env_ids_that_import_a_module_are_refused(refused):
+    with pytest.raises(ValueError, match="agent.json"):
+        check_env_id(refused, where="agent.json")
 
 
 @pytest.fixture

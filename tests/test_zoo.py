@@ -4,7 +4,6 @@ exported, plotted, continued and searched, and unsafe or misspelt configs are re
 from __future__ import annotations
 
 import glob
-import importlib
 import os
 import re
 import subprocess
@@ -62,20 +61,6 @@ def run_folder(folder, env_id: str, run: int = 1) -> str:
     return os.path.join(str(folder), "ppo_ext", f"{env_id.replace('/', '-')}_{run}")
 
 
-def skip_if_env_module_missing(env_id: str) -> None:
-    """Skip only when the env's own entry-point module does not exist yet (bundled tasks are written concurrently)."""
-    entry_point = gym.spec(env_id).entry_point
-    if not isinstance(entry_point, str):
-        return
-    module = entry_point.split(":")[0]
-    try:
-        importlib.import_module(module)
-    except ModuleNotFoundError as error:
-        if error.name == module:
-            pytest.skip(f"{module} does not exist yet")
-        raise
-
-
 def test_bundled_config_blocks_are_valid():
     with open(BUNDLED_CONFIG) as file:
         config = yaml.safe_load(file)
@@ -89,7 +74,6 @@ def test_bundled_config_blocks_are_valid():
 @pytest.mark.parametrize("config_key", CONFIG_KEYS)
 def test_every_config_entry_trains(config_key, tmp_path):
     env_id = ENV_FOR_KEY.get(config_key, config_key)
-    skip_if_env_module_missing(env_id)
     main(train_argv(env_id, tmp_path, 2048, *TINY))
     run = run_folder(tmp_path, env_id)
     env_name = env_id.replace("/", "-")
@@ -104,7 +88,6 @@ def test_every_config_entry_trains(config_key, tmp_path):
 @pytest.fixture(scope="module")
 def walker_run(tmp_path_factory):
     """A tiny normalised Walker2D run with evaluations, shared by the tests that use a finished run."""
-    skip_if_env_module_missing(WALKER)
     folder = tmp_path_factory.mktemp("logs")
     th.set_num_threads(1)
     main(train_argv(WALKER, folder, 512, "--eval-freq", "256", "--eval-episodes", "1", *TINY))

@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 
 from sb3_ppo_ext.callbacks._dependencies import require_module
-from sb3_ppo_ext.callbacks._files import atomic_path
+from sb3_ppo_ext.files import atomic_path
 
 #: ``observation -> action`` for one (unbatched) observation.
 ActionFunction = Callable[[Any], Any]

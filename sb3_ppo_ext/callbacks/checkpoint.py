@@ -17,8 +17,9 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import CheckpointCallback
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize, unwrap_vec_normalize
 
-from sb3_ppo_ext.callbacks._files import atomic_write, check_writable_dir, fsync_directory
 from sb3_ppo_ext.callbacks._schedule import StepSchedule, check_frequency
+from sb3_ppo_ext.files import atomic_write, check_writable_dir, fsync_directory
+from sb3_ppo_ext.ppo import PPO
 from sb3_ppo_ext.safe_loading import save_vecnormalize_statistics, statistics_path
 from sb3_ppo_ext.validation import check_int
 
@@ -34,7 +35,7 @@ class Checkpoint:
         progress and the adaptive-KL state ``kl_coef`` / ``adaptive_learning_rate``).
     :param vecnormalize_path: path of the pickled ``VecNormalize``, or ``None``.
     :param statistics_path: path of the same statistics as plain data (``.npz``, read without unpickling by
-        :func:`~sb3_ppo_ext.safe_loading.load_vecnormalize_without_pickles`), or ``None``.
+        :func:`~sb3_ppo_ext.safe_loading.vecnormalize.load_vecnormalize_without_pickles`), or ``None``.
     """
 
     num_timesteps: int
@@ -153,8 +154,6 @@ def resume_from_checkpoint(
         statistics are required when ``env`` normalises or the series has them).
     """
     if algorithm is None:
-        from sb3_ppo_ext.ppo import PPO
-
         algorithm = PPO
     needs_statistics = True if unwrap_vec_normalize(env) is not None else None
     checkpoint = find_latest_checkpoint(folder, name_prefix, needs_statistics=needs_statistics)
@@ -209,7 +208,8 @@ class RotatingCheckpointCallback(CheckpointCallback):
     mid-write leaves the previous checkpoint intact. The model zip holds ``num_timesteps`` and the adaptive-KL
     state; resume with :func:`resume_from_checkpoint`. The statistics are written twice: as SB3's pickle
     (``<prefix>_vecnormalize_<steps>_steps.pkl``, what ``VecNormalize.load`` reads) and as plain data beside it
-    (``.npz``, which :func:`~sb3_ppo_ext.safe_loading.load_vecnormalize_without_pickles` reads without unpickling).
+    (``.npz``, which :func:`~sb3_ppo_ext.safe_loading.vecnormalize.load_vecnormalize_without_pickles` reads without
+    unpickling).
 
     Unlike SB3's ``CheckpointCallback``, ``save_freq`` counts environment steps (``model.num_timesteps``, i.e. summed
     over parallel envs), not callback calls, and a checkpoint is taken at the first rollout start once a multiple of

@@ -30,7 +30,7 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.vec_env import VecNormalize, unwrap_vec_normalize
 
 from sb3_ppo_ext.callbacks._dependencies import require_module
-from sb3_ppo_ext.callbacks._files import atomic_path, check_writable_dir
+from sb3_ppo_ext.files import atomic_path, check_writable_dir
 from sb3_ppo_ext.safe_loading import VecNormalizeStatistics, read_vecnormalize_statistics
 from sb3_ppo_ext.validation import check_int
 
@@ -149,7 +149,7 @@ def resolve_vecnormalize(model: BaseAlgorithm, vecnormalize: Statistics) -> VecN
     a path, or the model's.
 
     A path is a plain-data statistics file (``.npz``, read without unpickling by
-    :func:`~sb3_ppo_ext.safe_loading.read_vecnormalize_statistics`) or a pickle (``.pkl``, unpickled: only for
+    :func:`~sb3_ppo_ext.safe_loading.vecnormalize.read_vecnormalize_statistics`) or a pickle (``.pkl``, unpickled: only for
     files you trust). With ``None`` the model's own training env is searched; a model without ``VecNormalize``
     exports without normalisation.
     """
@@ -237,7 +237,7 @@ def export_onnx(model: BaseAlgorithm, path: str, vecnormalize: Statistics = None
             dynamic_axes={name: {0: "batch"} for name in [*module.input_names, "action"]},
             opset_version=opset,
         )
-        import onnx
+        import onnx  # the export extra, needed only here
 
         onnx.checker.check_model(onnx.load(temporary))
     return path

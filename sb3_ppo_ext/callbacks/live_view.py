@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 import cloudpickle
 import gymnasium as gym
 import numpy as np
+import torch as th
 from stable_baselines3.common.callbacks import BaseCallback
 
-from sb3_ppo_ext.callbacks._files import check_writable_dir
-from sb3_ppo_ext.callbacks._media import check_video_dependencies, pad_to_even
+from sb3_ppo_ext.callbacks._media import check_video_dependencies, pad_to_even, write_gif, write_mp4
 from sb3_ppo_ext.callbacks._render_env import (
     check_declared_render_mode,
     check_env_spec,
@@ -29,6 +29,7 @@ from sb3_ppo_ext.callbacks._render_env import (
 )
 from sb3_ppo_ext.callbacks._vec_normalize import find_vec_normalize
 from sb3_ppo_ext.envs._bullet import display_available
+from sb3_ppo_ext.files import check_writable_dir
 from sb3_ppo_ext.validation import check_choice, check_int, check_number, check_positive
 
 if TYPE_CHECKING:
@@ -410,8 +411,6 @@ def _viewer_main(spec: bytes, config: dict[str, Any], weights: Any, stop: Any, r
     if config["output_path"] is not None:  # headless: SDL-based renderers (pygame) need no display or sound
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
         os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
-    import torch as th
-
     th.set_num_threads(1)
     policy_class, constructor, env_wrapper = cloudpickle.loads(spec)
     policy = policy_class(**constructor)
@@ -433,8 +432,6 @@ def _viewer_main(spec: bytes, config: dict[str, Any], weights: Any, stop: Any, r
 
 
 def _view(policy: Any, env: gym.Env, config: dict[str, Any], weights: Any, stop: Any, report: _ViewerReport) -> None:
-    import torch as th
-
     output_path = config["output_path"]
     frame_interval = 1.0 / config["fps"]
     normalization = None
@@ -493,8 +490,6 @@ def _write_reported(path: str, frames: list[np.ndarray], fps: float, report: _Vi
 
 
 def _write(path: str, frames: list[np.ndarray], fps: float) -> None:
-    from sb3_ppo_ext.callbacks._media import write_gif, write_mp4
-
     if path.lower().endswith(".gif"):
         write_gif(path, frames, fps)
     else:

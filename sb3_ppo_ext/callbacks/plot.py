@@ -9,8 +9,8 @@ import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
 from sb3_ppo_ext.callbacks._dependencies import require_module
-from sb3_ppo_ext.callbacks._files import atomic_path, check_writable_dir
 from sb3_ppo_ext.callbacks._schedule import StepSchedule, check_frequency
+from sb3_ppo_ext.files import atomic_path, check_writable_dir
 from sb3_ppo_ext.validation import check_int
 
 #: Logger keys read after each update, and their axis labels; keys an algorithm does not log are not plotted.
@@ -156,6 +156,7 @@ class LearningCurveCallback(BaseCallback):
         panels = self.panels()
         if not panels:
             return None
+        # The video extra: the callback checks for matplotlib when it is built (require_module), imports it here.
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 

@@ -11,11 +11,11 @@ import gymnasium as gym
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
-from sb3_ppo_ext.callbacks._files import check_writable_dir
 from sb3_ppo_ext.callbacks._media import check_video_dependencies, env_fps, rollout_frames, write_gif, write_mp4
 from sb3_ppo_ext.callbacks._render_env import check_env_spec, check_env_wrapper, check_render_mode, make_render_env
 from sb3_ppo_ext.callbacks._schedule import StepSchedule, check_frequency
 from sb3_ppo_ext.callbacks._vec_normalize import observation_normalizer
+from sb3_ppo_ext.files import check_writable_dir
 from sb3_ppo_ext.validation import check_int, check_positive
 
 

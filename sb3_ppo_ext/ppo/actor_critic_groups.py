@@ -1,5 +1,5 @@
-"""Separate learning rates and gradient clipping for the actor and the critic (the third seed document's actor at
-1e-3 and critic at 3e-3, each clipped), inside SB3's one-optimizer design.
+"""Separate learning rates and gradient clipping for the actor and the critic (as two-network PPO tutorials do: the
+actor at 1e-3 and the critic at 3e-3, each clipped), inside SB3's one-optimizer design.
 
 SB3's ``ActorCriticPolicy`` builds one optimizer over all its parameters. Here that optimizer is rebuilt with two
 parameter groups, the actor's first and the critic's second, so that each group has its own learning rate while
@@ -53,9 +53,8 @@ def build_optimizer(policy: ActorCriticPolicy, actor_lr: float, critic_lr: float
     """The policy's optimizer class and keyword arguments over two groups: the actor's at ``actor_lr``, then the
     critic's at ``critic_lr``."""
     actor, critic = split_parameters(policy)
-    return policy.optimizer_class(
-        [{"params": actor}, {"params": critic, "lr": critic_lr}], lr=actor_lr, **policy.optimizer_kwargs
-    )
+    optimizer_class: Any = policy.optimizer_class  # an Optimizer subclass, which takes lr and parameter groups
+    return optimizer_class([{"params": actor}, {"params": critic, "lr": critic_lr}], lr=actor_lr, **policy.optimizer_kwargs)
 
 
 def _positions(policy: ActorCriticPolicy) -> tuple[list[int], int]:

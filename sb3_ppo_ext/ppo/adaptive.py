@@ -13,8 +13,10 @@ which is also the name their validation errors give.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+import torch as th
 
 from sb3_ppo_ext.validation import HyperparameterError, check_choice, check_number, check_positive
 
@@ -68,7 +70,12 @@ class KLPenaltyController:
     @classmethod
     def from_keywords(cls, settings: Any, **state: Any) -> KLPenaltyController:
         """The controller of an object holding PPO's flat keywords as attributes; ``state`` overrides fields."""
-        return cls(**{field: getattr(settings, keyword) for field, keyword in cls.KEYWORDS.items()} | state)
+        return cls(**{name: getattr(settings, keyword) for name, keyword in cls.KEYWORDS.items()} | state)
+
+    @property
+    def adaptive(self) -> bool:
+        """Whether beta adapts (a target is set)."""
+        return self.target is not None
 
     def update(self, kl: float) -> float:
         """Adapt beta to the KL of the update just made (nothing when there is no target); return the new beta."""
@@ -88,6 +95,9 @@ class KLAdaptiveLearningRate:
     :param lr_max: upper bound of the learning rate.
     :param cadence: ``"minibatch"`` (rsl_rl) or ``"epoch"`` (the mean KL of the epoch's minibatches).
     :param learning_rate: the learning rate now (the state); ``None`` until :meth:`start`.
+
+    During an update, :meth:`observe` takes each minibatch's KL and :meth:`end_epoch` closes each epoch; the rule
+    runs at its cadence (after every minibatch, or on the mean KL of each epoch).
     """
 
     target: float | None = None
@@ -97,6 +107,7 @@ class KLAdaptiveLearningRate:
     lr_max: float = 1e-2
     cadence: str = "minibatch"
     learning_rate: float | None = None
+    _epoch_kls: list[th.Tensor] = field(default_factory=list, init=False, repr=False, compare=False)
 
     #: PPO's constructor keyword of each setting (the state, ``learning_rate``, starts from PPO's ``learning_rate``).
     KEYWORDS: ClassVar[dict[str, str]] = {
@@ -123,7 +134,7 @@ class KLAdaptiveLearningRate:
     @classmethod
     def from_keywords(cls, settings: Any, **state: Any) -> KLAdaptiveLearningRate:
         """The controller of an object holding PPO's flat keywords as attributes; ``state`` overrides fields."""
-        return cls(**{field: getattr(settings, keyword) for field, keyword in cls.KEYWORDS.items()} | state)
+        return cls(**{name: getattr(settings, keyword) for name, keyword in cls.KEYWORDS.items()} | state)
 
     @property
     def active(self) -> bool:
@@ -152,6 +163,26 @@ class KLAdaptiveLearningRate:
             self.lr_max,
         )
         return self.learning_rate
+
+    def observe(self, kl: th.Tensor) -> bool:
+        """Take one minibatch's KL (a 0-d tensor); return whether the learning rate was adapted now (cadence
+        ``"minibatch"``; ``"epoch"`` keeps it for :meth:`end_epoch`). Nothing while the rule is off."""
+        if not self.active:
+            return False
+        if self.cadence == "epoch":
+            self._epoch_kls.append(kl)
+            return False
+        self.update(kl.item())
+        return True
+
+    def end_epoch(self) -> bool:
+        """Close an epoch; return whether the learning rate was adapted now (cadence ``"epoch"``: to the mean KL of
+        the minibatches observed in the epoch, if any)."""
+        if not self._epoch_kls:
+            return False
+        self.update(th.stack(self._epoch_kls).mean().item())
+        self._epoch_kls.clear()
+        return True
 
 
 def adapt_kl_coef(

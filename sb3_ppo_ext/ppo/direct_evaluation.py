@@ -79,7 +79,7 @@ def evaluate_actions(
         log_std = policy.log_std.expand_as(output)
         std = log_std.exp()
     else:
-        distribution = policy.action_dist
+        distribution: StateDependentNoiseDistribution = policy.action_dist  # type: ignore[assignment]  # head "gsde"
         latent_sde = latent_pi if distribution.learn_features else latent_pi.detach()
         std = gsde_std(latent_sde, distribution.get_std(policy.log_std), distribution.epsilon)
         log_std = th.log(std)

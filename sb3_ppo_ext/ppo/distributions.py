@@ -132,7 +132,10 @@ def multi_categorical_kl(logits_p: th.Tensor, logits_q: th.Tensor, action_dims: 
     """Sum of :func:`categorical_kl` over independent sub-actions whose logits are concatenated on the last axis."""
     split = list(action_dims)
     return sum(
-        (categorical_kl(p, q) for p, q in zip(th.split(logits_p, split, dim=-1), th.split(logits_q, split, dim=-1))),
+        (
+            categorical_kl(p, q)
+            for p, q in zip(th.split(logits_p, split, dim=-1), th.split(logits_q, split, dim=-1), strict=True)
+        ),
         th.zeros(logits_p.shape[:-1], dtype=logits_p.dtype, device=logits_p.device),
     )
 

@@ -9,6 +9,7 @@ invariant under an invertible change of variables, so the Gaussian closed form s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch as th
 from stable_baselines3.common.distributions import (
@@ -69,7 +70,7 @@ class AnalyticKL:
 
     def params(self, distribution: Distribution) -> DistributionParams:
         """The tensors that define ``distribution`` (after ``proba_distribution`` was called on it)."""
-        torch_dist = distribution.distribution
+        torch_dist: Any = distribution.distribution  # a torch distribution (a list of them: multi-categorical)
         if self.kind == "gaussian":
             return gaussian_params(torch_dist)
         if self.kind == "categorical":

@@ -118,9 +118,10 @@ def check_finite(
     rows = np.flatnonzero(~np.isfinite(per_env).all(axis=1))
     if not len(rows):
         return  # the sum of squares overflowed; every entry is finite
-    envs = [int(row) if env_indices is None else int(env_indices[row]) for row in rows]
+    envs = [int(row) if env_indices is None else int(env_indices[int(row)]) for row in rows]
     examples = ", ".join(
-        f"env {env}: {per_env[row][~np.isfinite(per_env[row])][:3].tolist()}" for env, row in zip(envs[:3], rows[:3])
+        f"env {env}: {per_env[row][~np.isfinite(per_env[row])][:3].tolist()}"
+        for env, row in zip(envs[:3], rows[:3], strict=True)
     )
     raise NonFiniteCollectionError(field, envs, step, examples, consequence, source)
 
@@ -222,7 +223,7 @@ class CollectionGuard(VecEnvWrapper):
         try:
             self._check(step, observations, rewards, dones, infos)
         except NonFiniteCollectionError:
-            for normalizer, saved in zip(self.normalizers, self._saved):
+            for normalizer, saved in zip(self.normalizers, self._saved, strict=False):
                 restore_statistics(normalizer, saved)
             raise
         self.num_timesteps = step
@@ -253,7 +254,7 @@ class CollectionGuard(VecEnvWrapper):
         for index in np.flatnonzero(dones):
             terminal = infos[index].get("terminal_observation")
             if terminal is not None and infos[index].get("TimeLimit.truncated", False):
-                check_finite("terminal_observation", _one_row(terminal), step, self._consequence, env_indices=[index])
+                check_finite("terminal_observation", _one_row(terminal), step, self._consequence, env_indices=[int(index)])
 
 
 def _one_row(observation: Any) -> Any:

@@ -28,6 +28,7 @@ Log-probabilities and values equal the torch policy's to float32 rounding.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch as th
@@ -115,16 +116,18 @@ def _joint_layers(actor: list[Layer], critic: list[Layer], max_width: int = 128)
 
     ``None`` when the two differ in depth or in an activation, or when a hidden layer is wider than
     ``max_width``: then the zero blocks' arithmetic would cost more than the calls it saves."""
-    if len(actor) != len(critic) or any(a[2] is not c[2] for a, c in zip(actor, critic)):
+    if len(actor) != len(critic) or any(a[2] is not c[2] for a, c in zip(actor, critic, strict=True)):
         return None
     if any(layer[0].shape[1] > max_width for layer in actor[:-1] + critic[:-1]):
         return None
     joint: list[Layer] = []
-    for index, ((actor_weight, actor_bias, activation), (critic_weight, critic_bias, _)) in enumerate(zip(actor, critic)):
+    pairs = enumerate(zip(actor, critic, strict=True))
+    for index, ((actor_weight, actor_bias, activation), (critic_weight, critic_bias, _)) in pairs:
         if index == 0:
             weight = np.concatenate([actor_weight, critic_weight], axis=1)
         else:
-            weight = np.zeros((actor_weight.shape[0] + critic_weight.shape[0], actor_weight.shape[1] + critic_weight.shape[1]), dtype=np.float32)
+            shape = (actor_weight.shape[0] + critic_weight.shape[0], actor_weight.shape[1] + critic_weight.shape[1])
+            weight = np.zeros(shape, dtype=np.float32)
             weight[: actor_weight.shape[0], : actor_weight.shape[1]] = actor_weight
             weight[actor_weight.shape[0] :, actor_weight.shape[1] :] = critic_weight
         joint.append((weight, np.concatenate([actor_bias, critic_bias]), activation))
@@ -149,8 +152,8 @@ class NumpyActorCritic:
         self.joint_layers = _joint_layers(self.pi_layers + self.action_layer, self.vf_layers + self.value_layer)
         self.n_action_params = self.action_layer[0][0].shape[1]
         self.pi_width = self.pi_layers[-1][0].shape[1] if self.pi_layers else None
-        self.action_dist = policy.action_dist
-        self.action_shape = policy.action_space.shape
+        self.action_dist: Any = policy.action_dist  # one of the kinds :meth:`supports` lists, each read for its attributes
+        self.action_shape: tuple[int, ...] = policy.action_space.shape or ()
         # SB3's preprocessing: Discrete observations are one-hot encoded, MultiDiscrete ones are concatenated one-hots.
         observation_space = policy.observation_space
         self.one_hot_offsets: np.ndarray | None = None

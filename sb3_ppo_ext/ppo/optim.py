@@ -5,20 +5,31 @@ Python: grouping tensors by device and dtype, walking parameter groups, profiler
 not change between minibatches, so :class:`ClippedStep` collects them once and then calls the same kernels
 (``_foreach_norm``, ``_foreach_mul_``, ``_fused_adam_``/``_fused_adamw_``) in the same order with the same arguments:
 the same maths, only the bookkeeping is skipped. Anything it cannot mirror exactly is left to torch.
+
+Those kernels and ``_global_optimizer_pre_hooks`` / ``_get_fused_kernels_supported_devices`` are private to torch and
+can change between versions. Before the direct path is first taken on a device type, :func:`direct_path_works` runs it
+once beside torch's own ``clip_grad_norm_`` + fused Adam step on a small tensor; if a kernel is missing, takes other
+arguments, or gives a different result, ClippedStep warns once and steps through torch (the same maths, at torch's
+speed) instead of failing.
 """
 
 from __future__ import annotations
 
+import functools
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch as th
 
 try:  # hooks registered for every optimizer (torch >= 2.0); without them we cannot know, so we step through torch
-    from torch.optim.optimizer import _global_optimizer_post_hooks, _global_optimizer_pre_hooks
+    from torch.optim.optimizer import _global_optimizer_post_hooks as _post_hooks
+    from torch.optim.optimizer import _global_optimizer_pre_hooks as _pre_hooks
+
+    _global_optimizer_hooks: tuple[dict, dict] | None = (_pre_hooks, _post_hooks)
 except ImportError:  # pragma: no cover - other torch versions
-    _global_optimizer_pre_hooks = _global_optimizer_post_hooks = None
+    _global_optimizer_hooks = None
 
 
 class NonFiniteGradientError(FloatingPointError):
@@ -56,6 +67,18 @@ def fused_adam(optimizer: th.optim.Optimizer) -> Iterator[None]:
     finally:
         for group, fused in groups:
             group["fused"] = fused
+
+
+class _GroupState(NamedTuple):
+    """One Adam parameter group as the direct path reads it: its settings, its rows of the parameter list and its
+    state tensors."""
+
+    group: dict[str, Any]
+    rows: slice
+    exp_avgs: list[th.Tensor]
+    exp_avg_sqs: list[th.Tensor]
+    max_exp_avg_sqs: list[th.Tensor]
+    steps: list[th.Tensor]
 
 
 class ClippedStep:
@@ -104,22 +127,24 @@ class ClippedStep:
         for count, norm in clip_groups:
             self.clip_groups.append((slice(start, start + count), float(norm)))
             start += count
-        self.direct = self.supports(optimizer, parameters)
+        self.direct = self.supports(optimizer, parameters) and direct_path_works(parameters[0].device.type)
         self._groups = self._collect() if self.direct else None
 
     @staticmethod
     def supports(optimizer: th.optim.Optimizer, parameters: list[th.nn.Parameter]) -> bool:
         """Whether the fast path mirrors ``clip_grad_norm_`` + ``optimizer.step()`` exactly for these arguments."""
-        if type(optimizer) not in (th.optim.Adam, th.optim.AdamW) or _global_optimizer_pre_hooks is None:
+        if type(optimizer) not in (th.optim.Adam, th.optim.AdamW) or _global_optimizer_hooks is None:
             return False
-        if _global_optimizer_pre_hooks or _global_optimizer_post_hooks:
+        if any(_global_optimizer_hooks):
             return False
         if optimizer._optimizer_step_pre_hooks or optimizer._optimizer_step_post_hooks:
             return False
         if getattr(optimizer, "grad_scale", None) is not None or getattr(optimizer, "found_inf", None) is not None:
             return False
         grouped = [p for group in optimizer.param_groups for p in group["params"]]
-        if len(grouped) != len(parameters) or any(a is not b for a, b in zip(grouped, parameters)) or not parameters:
+        if len(grouped) != len(parameters) or not parameters:
+            return False
+        if any(a is not b for a, b in zip(grouped, parameters, strict=True)):
             return False
         device, dtype = parameters[0].device, parameters[0].dtype
         if device.type not in _fused_kernel_devices() or not dtype.is_floating_point:
@@ -133,23 +158,22 @@ class ClippedStep:
                 return False
         return True
 
-    def _collect(self) -> list[tuple[dict[str, Any], slice, list[th.Tensor], ...]] | None:
+    def _collect(self) -> list[_GroupState] | None:
         """Per group: its settings, its slice of ``parameters`` and its state tensors; ``None`` until all exist."""
         groups = []
         start = 0
         for group in self.optimizer.param_groups:
             params = group["params"]
-            states = [self.optimizer.state.get(p) for p in params]
+            states: list[dict[str, Any]] = [self.optimizer.state.get(p) or {} for p in params]
             if not all(states):
                 return None
-            amsgrad = group["amsgrad"]
             groups.append(
-                (
+                _GroupState(
                     group,
                     slice(start, start + len(params)),
                     [state["exp_avg"] for state in states],
                     [state["exp_avg_sq"] for state in states],
-                    [state["max_exp_avg_sq"] for state in states] if amsgrad else [],
+                    [state["max_exp_avg_sq"] for state in states] if group["amsgrad"] else [],
                     [state["step"] for state in states],
                 )
             )
@@ -169,17 +193,23 @@ class ClippedStep:
         step."""
         grads = [p.grad for p in self.parameters]
         if self._groups is None or any(grad is None for grad in grads):
-            for rows, max_norm in self.clip_groups:
-                try:
-                    th.nn.utils.clip_grad_norm_(self.parameters[rows], max_norm, error_if_nonfinite=self.error_if_nonfinite)
-                except RuntimeError as error:
-                    if self.error_if_nonfinite and "non-finite" in str(error):
-                        raise NonFiniteGradientError(f"the total gradient norm is non-finite ({error})") from None
-                    raise
-            self.optimizer.step()
+            self._step_through_torch()
             if self.direct and self._groups is None:
                 self._groups = self._collect()
             return
+        self._step_direct(grads, self._groups)  # type: ignore[arg-type]  # every gradient is there (checked above)
+
+    def _step_through_torch(self) -> None:
+        for rows, max_norm in self.clip_groups:
+            try:
+                th.nn.utils.clip_grad_norm_(self.parameters[rows], max_norm, error_if_nonfinite=self.error_if_nonfinite)
+            except RuntimeError as error:
+                if self.error_if_nonfinite and "non-finite" in str(error):
+                    raise NonFiniteGradientError(f"the total gradient norm is non-finite ({error})") from None
+                raise
+        self.optimizer.step()
+
+    def _step_direct(self, grads: list[th.Tensor], groups: list[_GroupState]) -> None:
         with th.no_grad():
             # clip_grad_norm_ (foreach) per clip group: the norm of the per-tensor norms, then one in-place scale by
             # min(1, coef).
@@ -187,20 +217,21 @@ class ClippedStep:
             totals = [th.linalg.vector_norm(th.stack(norms[rows]), 2.0) for rows, _ in self.clip_groups]
             if self.error_if_nonfinite and not bool(th.isfinite(th.stack(totals)).all()):
                 raise NonFiniteGradientError(f"the total gradient norm is non-finite ({[t.item() for t in totals]})")
-            for (rows, max_norm), total_norm in zip(self.clip_groups, totals):
+            for (rows, max_norm), total_norm in zip(self.clip_groups, totals, strict=True):
                 th._foreach_mul_(grads[rows], th.clamp(max_norm / (total_norm + 1e-6), max=1.0))
-            for group, rows, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps in self._groups:
+            for state in groups:
                 # torch.optim.adam._fused_adam for one device and dtype.
+                group = state.group
                 beta1, beta2 = group["betas"]
-                th._foreach_add_(steps, 1)
+                th._foreach_add_(state.steps, 1)
                 kernel = th._fused_adamw_ if group.get("decoupled_weight_decay") else th._fused_adam_
                 kernel(
                     group["params"],
-                    grads[rows],
-                    exp_avgs,
-                    exp_avg_sqs,
-                    max_exp_avg_sqs,
-                    steps,
+                    grads[state.rows],
+                    state.exp_avgs,
+                    state.exp_avg_sqs,
+                    state.max_exp_avg_sqs,
+                    state.steps,
                     amsgrad=group["amsgrad"],
                     lr=group["lr"],
                     beta1=beta1,
@@ -211,3 +242,39 @@ class ClippedStep:
                     grad_scale=None,
                     found_inf=None,
                 )
+
+
+@functools.cache
+def direct_path_works(device_type: str) -> bool:
+    """Whether :class:`ClippedStep`'s direct path, with torch's private kernels as installed, gives torch's own
+    ``clip_grad_norm_`` + fused Adam and AdamW steps on ``device_type``, bit for bit: three steps of a 3-element
+    parameter through both, compared once per process and device type. Warns once when it does not (a kernel missing
+    or called with arguments it no longer takes: then every step goes through torch)."""
+    try:
+        for optimizer_class in (th.optim.Adam, th.optim.AdamW):
+            reference = th.nn.Parameter(th.tensor([0.5, -1.0, 2.0], device=device_type))
+            ours = th.nn.Parameter(reference.detach().clone())
+            reference_optimizer = optimizer_class([reference], lr=0.1, fused=True)
+            direct = ClippedStep.__new__(ClippedStep)  # without __init__, which asks this function
+            direct.optimizer = optimizer_class([ours], lr=0.1, fused=True)
+            direct.parameters, direct.clip_groups, direct.error_if_nonfinite = [ours], [(slice(0, 1), 0.5)], False
+            for gradient in ([3.0, -4.0, 0.0], [0.1, 0.2, -0.3], [1.0, 1.0, 1.0]):
+                reference.grad = th.tensor(gradient, device=device_type)
+                ours.grad = reference.grad.clone()
+                th.nn.utils.clip_grad_norm_([reference], 0.5)
+                reference_optimizer.step()
+                groups = direct._collect()
+                if groups is None:
+                    direct._step_through_torch()
+                else:
+                    direct._step_direct([ours.grad], groups)
+            if not th.equal(reference, ours):
+                raise ValueError(f"{optimizer_class.__name__}: {ours.tolist()} instead of {reference.tolist()}")
+    except (TypeError, ValueError, RuntimeError, AttributeError, NotImplementedError) as error:
+        warnings.warn(
+            f"ClippedStep: torch {th.__version__}'s private fused Adam kernels differ from what this version mirrors "
+            f"({type(error).__name__}: {error}); the update steps through torch.optim instead (same maths, slower)",
+            RuntimeWarning,
+        )
+        return False
+    return True

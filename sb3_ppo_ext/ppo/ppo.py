@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from functools import partial
-from typing import Any, ClassVar, NamedTuple, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import torch as th
@@ -14,20 +13,20 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.policies import ActorCriticCnnPolicy, ActorCriticPolicy, BasePolicy, MultiInputActorCriticPolicy
 from stable_baselines3.common.save_util import load_from_zip_file
-from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, RolloutBufferSamples, Schedule
+from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
 from stable_baselines3.common.utils import FloatSchedule, explained_variance
 from stable_baselines3.common.vec_env import VecEnv
-from torch.nn import functional as F
 
-from sb3_ppo_ext.ppo import actor_critic_groups, direct_evaluation
+from sb3_ppo_ext.ppo import actor_critic_groups
 from sb3_ppo_ext.ppo.adaptive import KLAdaptiveLearningRate, KLPenaltyController
+from sb3_ppo_ext.ppo.collection import collect_with_numpy_actor
 from sb3_ppo_ext.ppo.compiled import CompiledOrEager
-from sb3_ppo_ext.ppo.distributions import DistributionParams
-from sb3_ppo_ext.ppo.kl import AnalyticKL, k3_kl
-from sb3_ppo_ext.ppo.non_finite import CollectionGuard, check_filled_buffer, check_policy_values
+from sb3_ppo_ext.ppo.evaluation import ActionEvaluator
+from sb3_ppo_ext.ppo.loss import OBJECTIVES, LossCoefficients, LossStats, PPOLoss
+from sb3_ppo_ext.ppo.non_finite import CollectionGuard, check_filled_buffer
 from sb3_ppo_ext.ppo.numpy_policy import NumpyActorCritic
-from sb3_ppo_ext.ppo.optim import ClippedStep, NonFiniteGradientError, fused_adam
-from sb3_ppo_ext.ppo.rollout import UpdateRollout, add_to_rollout_buffer, take_rows
+from sb3_ppo_ext.ppo.optimizer_groups import OptimizerGroups
+from sb3_ppo_ext.ppo.rollout import UpdateRollout
 from sb3_ppo_ext.ppo.std_schedule import LogStdSchedule, LogStdSetting
 from sb3_ppo_ext.validation import (
     MAX_N_EPOCHS,
@@ -43,29 +42,6 @@ from sb3_ppo_ext.validation import (
 )
 
 SelfPPO = TypeVar("SelfPPO", bound="PPO")
-
-
-OBJECTIVES = ("clip", "kl_penalty", "clip_kl_penalty")
-
-
-class LossStats(NamedTuple):
-    """The terms of one minibatch's loss, detached (0-d tensors), or their means over an update (floats)."""
-
-    policy_gradient_loss: Any
-    value_loss: Any
-    entropy_loss: Any
-    kl_penalty_loss: Any
-    loss: Any
-    kl: Any  # KL(pi_old || pi), the penalty's estimate (analytic where there is a closed form, else k3)
-    approx_kl: Any  # SB3's k3 estimate (its early stop and log key)
-    clip_fraction: Any
-
-    @classmethod
-    def mean(cls, stats: list[LossStats]) -> LossStats:
-        """The mean of each statistic over ``stats`` as floats (one device sync for all); NaN for an empty list."""
-        if not stats:
-            return cls(*[float("nan")] * len(cls._fields))
-        return cls(*th.stack([th.stack(minibatch) for minibatch in stats]).mean(dim=0).tolist())
 
 
 class PPO(OnPolicyAlgorithm):
@@ -85,13 +61,20 @@ class PPO(OnPolicyAlgorithm):
     KL is computed in closed form against the distribution that collected the data (Gaussian, gSDE, categorical,
     multi-categorical, Bernoulli), with the k3 sample estimate for any other distribution.
 
+    The update reads like SB3's ``train()``: the minibatch loss is a :class:`~sb3_ppo_ext.ppo.loss.PPOLoss` built once
+    per policy, which evaluates the actions through the policy's :class:`~sb3_ppo_ext.ppo.evaluation.ActionEvaluator`;
+    the optimizer steps through :class:`~sb3_ppo_ext.ppo.optimizer_groups.OptimizerGroups`; the adaptive rules are
+    :class:`~sb3_ppo_ext.ppo.adaptive.KLPenaltyController` and :class:`~sb3_ppo_ext.ppo.adaptive.KLAdaptiveLearningRate`.
+
     Collection and update are written for speed with identical maths: a numpy copy of standard MLP policies acts
-    during collection, the update computes Gaussian and categorical log-probabilities directly and iterates over
-    tensors built once per update, and Adam runs its fused kernel when available (one module per trick, each saying
-    what it mirrors: :mod:`~sb3_ppo_ext.ppo.numpy_policy`, :mod:`~sb3_ppo_ext.ppo.rollout`,
+    during collection (``fast_collect``, :mod:`~sb3_ppo_ext.ppo.collection`), the update computes Gaussian and
+    categorical log-probabilities directly (``direct_evaluation``) and iterates over tensors built once per update,
+    and Adam runs its fused kernel when available (one module per trick, each saying what it mirrors and what it
+    gains: :mod:`~sb3_ppo_ext.ppo.numpy_policy`, :mod:`~sb3_ppo_ext.ppo.rollout`,
     :mod:`~sb3_ppo_ext.ppo.direct_evaluation`, :mod:`~sb3_ppo_ext.ppo.optim`). Every random number is drawn as SB3's
     PPO draws it (action noise from torch's generator, minibatch order from numpy's), so the same seed gives SB3's run
-    to float32 rounding (``tests/test_parity.py``).
+    to float32 rounding, and bit for bit with ``fast_collect=False``, ``direct_evaluation=False`` and
+    ``policy_kwargs=dict(optimizer_kwargs=dict(fused=False))`` (``tests/test_parity.py``).
 
     :param policy: The policy model to use (MlpPolicy, CnnPolicy, MultiInputPolicy, or a policy class)
     :param env: The environment to learn from (if registered in Gym, can be str)
@@ -138,6 +121,9 @@ class PPO(OnPolicyAlgorithm):
         function of the progress remaining; ``None``: learned (SB3's behaviour). Needs a Box action space without
         gSDE (:mod:`~sb3_ppo_ext.ppo.std_schedule`).
     :param fast_collect: Act with a numpy copy of the policy during collection when the policy allows it.
+    :param direct_evaluation: Compute the update's log-probabilities and entropy directly for the Gaussian, gSDE and
+        categorical heads of SB3's policies (equal to ``policy.evaluate_actions``' to float32 rounding); ``False``:
+        through ``policy.evaluate_actions`` always, as SB3 does.
     :param compile_update: Compile the minibatch loss (forward and backward) with ``torch.compile``; if compiling
         fails (no C++ compiler, unsupported platform), warn once and run eagerly.
     :param stats_window_size: Window size for the rollout logging, specifying the number of episodes to average
@@ -195,6 +181,7 @@ class PPO(OnPolicyAlgorithm):
         vf_max_grad_norm: float | None = None,
         log_std_schedule: LogStdSetting | None = None,
         fast_collect: bool = True,
+        direct_evaluation: bool = True,
         compile_update: bool = False,
         stats_window_size: int = 100,
         tensorboard_log: str | None = None,
@@ -251,10 +238,12 @@ class PPO(OnPolicyAlgorithm):
         self.log_std_schedule = log_std_schedule
         self.std_schedule: LogStdSchedule | None = None
         self.fast_collect = fast_collect
+        self.direct_evaluation = direct_evaluation
         self.compile_update = compile_update
         #: The training env as collection steps it (:meth:`_collection_guard`); built at the first rollout.
         self.collection_guard: CollectionGuard | None = None
-        self.kl_estimator: str | None = None
+        #: The minibatch loss of the current policy (:meth:`_update_loss`); built at its first update.
+        self.update_loss: CompiledOrEager[PPOLoss] | None = None
         # The adaptive rules with their state (beta, the learning rate), built from the flat keywords above, which
         # stay the settings as given; saved as plain numbers (``save``) and carried across learn() calls.
         self.kl_penalty: KLPenaltyController
@@ -317,34 +306,38 @@ class PPO(OnPolicyAlgorithm):
             check_schedule("vf_learning_rate", self.vf_learning_rate)
         if self.vf_max_grad_norm is not None:
             check_positive("vf_max_grad_norm", self.vf_max_grad_norm)
-        for name in ("fast_collect", "compile_update", "normalize_advantage"):
+        for name in ("fast_collect", "direct_evaluation", "compile_update", "normalize_advantage"):
             if not isinstance(getattr(self, name), bool):
                 raise HyperparameterError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.env is not None:
-            buffer_size = self.env.num_envs * self.n_steps
-            if buffer_size > MAX_ROLLOUT_TRANSITIONS:
-                raise HyperparameterError(
-                    f"n_steps * n_envs must be <= {MAX_ROLLOUT_TRANSITIONS} transitions per rollout "
-                    f"(MAX_ROLLOUT_TRANSITIONS), got {self.n_steps} * {self.env.num_envs} = {buffer_size}: lower n_steps"
-                )
-            if self.normalize_advantage and buffer_size < 2:
-                raise HyperparameterError(
-                    f"n_steps * n_envs must be > 1 when normalize_advantage=True (advantages are normalised per "
-                    f"minibatch), got n_steps={self.n_steps} and n_envs={self.env.num_envs}"
-                )
-            # As SB3: a batch_size above the rollout size only warns (below); each epoch is then one minibatch of the
-            # whole rollout.
-            if buffer_size % self.batch_size > 0:
-                warnings.warn(
-                    f"You have specified a mini-batch size of {self.batch_size}, but because the `RolloutBuffer` is of "
-                    f"size `n_steps * n_envs = {buffer_size}`, after every {buffer_size // self.batch_size} untruncated "
-                    f"mini-batches, there will be a truncated mini-batch of size {buffer_size % self.batch_size}\n"
-                    f"We recommend using a `batch_size` that is a factor of `n_steps * n_envs`.\n"
-                    f"Info: (n_steps={self.n_steps} and n_envs={self.env.num_envs})"
-                )
+            self._validate_rollout_size(self.env.num_envs)
+
+    def _validate_rollout_size(self, n_envs: int) -> None:
+        """The checks of ``n_steps * n_envs`` against the limits and the minibatch size (SB3's, as errors or warnings)."""
+        buffer_size = n_envs * self.n_steps
+        if buffer_size > MAX_ROLLOUT_TRANSITIONS:
+            raise HyperparameterError(
+                f"n_steps * n_envs must be <= {MAX_ROLLOUT_TRANSITIONS} transitions per rollout "
+                f"(MAX_ROLLOUT_TRANSITIONS), got {self.n_steps} * {n_envs} = {buffer_size}: lower n_steps"
+            )
+        if self.normalize_advantage and buffer_size < 2:
+            raise HyperparameterError(
+                f"n_steps * n_envs must be > 1 when normalize_advantage=True (advantages are normalised per "
+                f"minibatch), got n_steps={self.n_steps} and n_envs={n_envs}"
+            )
+        # As SB3: a batch_size above the rollout size only warns (below); each epoch is then one minibatch of the
+        # whole rollout.
+        if buffer_size % self.batch_size > 0:
+            warnings.warn(
+                f"You have specified a mini-batch size of {self.batch_size}, but because the `RolloutBuffer` is of "
+                f"size `n_steps * n_envs = {buffer_size}`, after every {buffer_size // self.batch_size} untruncated "
+                f"mini-batches, there will be a truncated mini-batch of size {buffer_size % self.batch_size}\n"
+                f"We recommend using a `batch_size` that is a factor of `n_steps * n_envs`.\n"
+                f"Info: (n_steps={self.n_steps} and n_envs={n_envs})"
+            )
 
     def _excluded_save_params(self) -> list[str]:
-        # The controllers are saved as their state (``save``); the compiled loss and the guard around the env are rebuilt.
+        # The controllers are saved as their state (``save``); the loss and the guard around the env are rebuilt.
         excluded = ["kl_penalty", "adaptive_lr", "update_loss", "std_schedule", "collection_guard"]
         return [*super()._excluded_save_params(), *excluded]
 
@@ -362,22 +355,21 @@ class PPO(OnPolicyAlgorithm):
         self.clip_range = FloatSchedule(self.clip_range)
         if self.clip_range_vf is not None:
             self.clip_range_vf = FloatSchedule(self.clip_range_vf)
-        # The adaptive rules from the settings, with a loaded model's state: ``adaptive_state`` (``save``), or, in
-        # models saved before the controllers, the attributes ``kl_coef`` (then beta now) and ``adaptive_learning_rate``.
+        # The adaptive rules from the settings, with a loaded model's state (``save``: ``adaptive_state``).
         state = self.__dict__.pop("adaptive_state", None) or {}
-        saved_learning_rate = self.__dict__.pop("adaptive_learning_rate", None)
-        self.__dict__.pop("_compile_failed", None)  # saved before the compile wrapper; it retries after a load
+        # Zips saved by earlier versions hold the KL estimator's name, now read from the policy (``kl_estimator``).
+        self.__dict__.pop("kl_estimator", None)
         self.kl_penalty = KLPenaltyController.from_keywords(self, coef=state.get("kl_coef", self.kl_coef))
-        self.adaptive_lr = KLAdaptiveLearningRate.from_keywords(
-            self, learning_rate=state.get("learning_rate", saved_learning_rate)
-        )
+        self.adaptive_lr = KLAdaptiveLearningRate.from_keywords(self, learning_rate=state.get("learning_rate"))
         self.adaptive_lr.start(self.lr_schedule(1.0))
-        self.update_loss = CompiledOrEager(self._minibatch_loss, self.compile_update, self.device)
+        self.update_loss = None
         if self.vf_learning_rate is not None:
             self.vf_learning_rate = FloatSchedule(self.vf_learning_rate)
         if self.separate_critic:
-            actor_lr = self.lr_schedule(1.0)
-            self.policy.optimizer = actor_critic_groups.build_optimizer(self.policy, actor_lr, self._critic_lr(actor_lr))
+            actor_lr, critic_lr = self.lr_schedule(1.0), self._critic_own_lr()
+            self.policy.optimizer = actor_critic_groups.build_optimizer(
+                self.policy, actor_lr, actor_lr if critic_lr is None else critic_lr
+            )
         self.std_schedule = None if self.log_std_schedule is None else LogStdSchedule(self.log_std_schedule)
         if self.std_schedule is not None:
             try:
@@ -389,12 +381,6 @@ class PPO(OnPolicyAlgorithm):
     def separate_critic(self) -> bool:
         """Whether the critic has its own learning rate or gradient clip (its own optimizer parameter group)."""
         return self.vf_learning_rate is not None or self.vf_max_grad_norm is not None
-
-    def _critic_lr(self, actor_lr: float) -> float:
-        """The critic's learning rate now: its own schedule, or the actor's rate."""
-        if self.vf_learning_rate is None:
-            return actor_lr
-        return float(self.vf_learning_rate(self._current_progress_remaining))  # type: ignore[operator]
 
     def get_parameters(self) -> dict[str, dict]:
         """SB3's, with a separate critic's two-group optimizer state written as SB3's one group (see
@@ -427,11 +413,21 @@ class PPO(OnPolicyAlgorithm):
         return self.adaptive_lr.learning_rate
 
     @property
+    def kl_estimator(self) -> str:
+        """The KL(old || new) estimator of the update: ``"analytic"`` (the closed form of the policy's distribution,
+        against the collecting policy's distribution on every sample) or ``"k3"`` (the sample estimate: any other
+        distribution, or a rollout buffer class other than SB3's two)."""
+        closed_form = ActionEvaluator(self.policy, direct=False).kl_estimator == "analytic"
+        return "analytic" if closed_form and UpdateRollout.supports(self.rollout_buffer) else "k3"
+
+    @property
     def uses_clipping(self) -> bool:
+        """Whether the objective clips the surrogate (``"clip"``, ``"clip_kl_penalty"``)."""
         return self.objective in ("clip", "clip_kl_penalty")
 
     @property
     def uses_kl_penalty(self) -> bool:
+        """Whether the objective has the KL penalty (``"kl_penalty"``, ``"clip_kl_penalty"``)."""
         return self.objective in ("kl_penalty", "clip_kl_penalty")
 
     # ------------------------------------------------------------- collection
@@ -445,8 +441,8 @@ class PPO(OnPolicyAlgorithm):
     ) -> bool:
         """Collect ``n_rollout_steps`` per env into ``rollout_buffer``, with SB3's semantics.
 
-        Overridden for speed: acts with a numpy copy of the policy (:class:`NumpyActorCritic`) when the policy allows
-        it, and otherwise defers to SB3's loop. Both loops step the env through a
+        Overridden for speed: acts with a numpy copy of the policy (:mod:`~sb3_ppo_ext.ppo.collection`) when the
+        policy allows it, and otherwise runs SB3's loop. Both loops step the env through a
         :class:`~sb3_ppo_ext.ppo.non_finite.CollectionGuard`, so a NaN or an infinity stops collection within its step
         (:class:`~sb3_ppo_ext.ppo.non_finite.NonFiniteCollectionError`) with VecNormalize's statistics as before it.
         """
@@ -455,75 +451,15 @@ class PPO(OnPolicyAlgorithm):
         guard = self._collection_guard(env)
         guard.num_timesteps = first_step
         guard.check_observations(self._last_obs)
-        actor = None
         if self.fast_collect and not isinstance(self._last_obs, dict):
             actor = NumpyActorCritic.from_policy(self.policy)  # draws its noise from torch's generator, as SB3's policy
-        if actor is None:
-            # SB3's loop reads only ``num_envs`` and ``step`` of the env; it computes the values inside itself, so they
-            # are checked in the filled buffer (before any update uses it).
-            if not super().collect_rollouts(guard, callback, rollout_buffer, n_rollout_steps):
-                return False
-            check_filled_buffer(rollout_buffer, first_step)
-            return True
-
-        self.policy.set_training_mode(False)
-        n_steps = 0
-        rollout_buffer.reset()
-        if self.use_sde:
-            self.policy.reset_noise(env.num_envs)
-            actor.refresh_noise()
-        callback.on_rollout_start()
-
-        clip_box = isinstance(self.action_space, spaces.Box)
-        is_discrete = isinstance(self.action_space, spaces.Discrete)
-        low = self.action_space.low if clip_box else None
-        high = self.action_space.high if clip_box else None
-        resample_noise = self.use_sde and self.sde_sample_freq > 0
-        sb3_buffer = type(rollout_buffer) is RolloutBuffer
-
-        while n_steps < n_rollout_steps:
-            if resample_noise and n_steps % self.sde_sample_freq == 0:
-                self.policy.reset_noise(env.num_envs)
-                actor.refresh_noise()
-
-            actions, values_np, log_probs_np = actor.act(self._last_obs)  # type: ignore[arg-type]
-            check_policy_values("value", values_np, self.num_timesteps)  # the observations were checked at their step
-            clipped_actions = np.minimum(np.maximum(actions, low), high) if clip_box else actions  # np.clip, faster
-            new_obs, rewards, dones, infos = guard.step(clipped_actions)
-            self.num_timesteps += env.num_envs
-            values, log_probs = th.from_numpy(values_np), th.from_numpy(log_probs_np)
-
-            callback.update_locals(locals())
-            if not callback.on_step():
-                return False
-
-            self._update_info_buffer(infos, dones)
-            n_steps += 1
-
-            if is_discrete:
-                actions = actions.reshape(-1, 1)
-
-            if dones.any():
-                for idx in np.flatnonzero(dones):
-                    terminal_obs = infos[idx].get("terminal_observation")
-                    if terminal_obs is not None and infos[idx].get("TimeLimit.truncated", False):
-                        terminal_value = actor.predict_values(np.asarray(terminal_obs)[None])
-                        check_policy_values("terminal_value", terminal_value, self.num_timesteps, env_indices=[idx])
-                        rewards[idx] += self.gamma * terminal_value[0]
-
-            if sb3_buffer:
-                add_to_rollout_buffer(rollout_buffer, self._last_obs, actions, rewards, self._last_episode_starts, values_np, log_probs_np)
-            else:
-                rollout_buffer.add(self._last_obs, actions, rewards, self._last_episode_starts, values, log_probs)  # type: ignore[arg-type]
-            self._last_obs = new_obs  # type: ignore[assignment]
-            self._last_episode_starts = dones
-
-        last_values = actor.predict_values(new_obs)
-        check_policy_values("last_value", last_values, self.num_timesteps)
-        values = th.from_numpy(last_values)
-        rollout_buffer.compute_returns_and_advantage(last_values=values, dones=dones)
-        callback.update_locals(locals())
-        callback.on_rollout_end()
+            if actor is not None:
+                return collect_with_numpy_actor(self, guard, callback, rollout_buffer, n_rollout_steps, actor)
+        # SB3's loop reads only ``num_envs`` and ``step`` of the env; it computes the values inside itself, so they are
+        # checked in the filled buffer (before any update uses it).
+        if not super().collect_rollouts(guard, callback, rollout_buffer, n_rollout_steps):
+            return False
+        check_filled_buffer(rollout_buffer, first_step)
         return True
 
     def _collection_guard(self, env: VecEnv) -> CollectionGuard:
@@ -534,171 +470,96 @@ class PPO(OnPolicyAlgorithm):
 
     # ----------------------------------------------------------------- update
 
-    def _direct_head(self) -> str | None:
-        """Which action head the update evaluates with direct tensor maths (:mod:`~sb3_ppo_ext.ppo.direct_evaluation`);
-        ``None``: through ``policy.evaluate_actions``, as SB3 does."""
-        return direct_evaluation.direct_head(self.policy)
-
-    def _evaluate(
-        self, observations: Any, actions: th.Tensor, head: str | None, analytic: AnalyticKL | None
-    ) -> tuple[th.Tensor, th.Tensor, th.Tensor | None, DistributionParams | None]:
-        """Values, log-probabilities, entropy and the distribution parameters (for the analytic KL) of a minibatch,
-        as ``ActorCriticPolicy.evaluate_actions`` computes them (directly for the heads it mirrors)."""
-        if head is not None:
-            return direct_evaluation.evaluate_actions(self.policy, head, observations, actions)
-        values, log_prob, entropy = self.policy.evaluate_actions(observations, actions)
-        params = analytic.params(self.policy.action_dist) if analytic is not None else None
-        return values.flatten(), log_prob, entropy, params
-
-    def _distribution_params(self, analytic: AnalyticKL, observations: Any, chunk: int = 4096) -> DistributionParams:
-        """Parameters of the current policy's action distribution on ``observations``, without gradients."""
-        size = len(next(iter(observations.values())) if isinstance(observations, dict) else observations)
-        parts: list[DistributionParams] = []
-        with th.no_grad():
-            for start in range(0, size, chunk):
-                obs = take_rows(observations, slice(start, start + chunk))
-                parts.append(tuple(t.detach() for t in analytic.params(self.policy.get_distribution(obs))))
-        return tuple(th.cat(columns) for columns in zip(*parts))
-
-    def _set_learning_rate(self, learning_rate: float) -> None:
-        """Set the actor's learning rate (every group's, unless the critic has its own)."""
-        groups = self.policy.optimizer.param_groups
-        if self.separate_critic:
-            actor_group, critic_group = groups
-            actor_group["lr"] = learning_rate
-            critic_group["lr"] = self._critic_lr(learning_rate)
-            return
-        for group in groups:
-            group["lr"] = learning_rate
-
-    def _minibatch_loss(
-        self,
-        rollout_data: RolloutBufferSamples,
-        old_params: DistributionParams | None,
-        head: str | None,
-        analytic: AnalyticKL | None,
-        clip_range: float | th.Tensor,
-        clip_range_vf: float | th.Tensor | None,
-        kl_coef: float | th.Tensor,
-    ) -> tuple[th.Tensor, LossStats]:
-        """The loss of one minibatch and its statistics.
-
-        :param old_params: the collecting policy's distribution on these samples (analytic KL), or ``None`` (k3).
-        :return: the loss to minimise and its terms, detached.
-        """
-        actions = rollout_data.actions
-        if isinstance(self.action_space, spaces.Discrete):
-            actions = actions.long().flatten()
-        values, log_prob, entropy, new_params = self._evaluate(rollout_data.observations, actions, head, analytic)
-
-        advantages = rollout_data.advantages
-        if self.normalize_advantage and len(advantages) > 1:
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-
-        log_ratio = log_prob - rollout_data.old_log_prob
-        ratio = th.exp(log_ratio)
-        if self.uses_clipping:
-            policy_loss = -th.min(advantages * ratio, advantages * th.clamp(ratio, 1 - clip_range, 1 + clip_range)).mean()
-        else:
-            policy_loss = -(advantages * ratio).mean()
-
-        with th.set_grad_enabled(self.uses_kl_penalty and th.is_grad_enabled()):  # no graph when only logged
-            if analytic is not None and old_params is not None and new_params is not None:
-                kl = analytic(old_params, new_params).mean()
-            else:
-                kl = k3_kl(log_ratio).mean()
-        kl_penalty_loss = kl_coef * kl if self.uses_kl_penalty else th.zeros((), device=kl.device)
-
-        if clip_range_vf is None:
-            values_pred = values
-        else:
-            values_pred = rollout_data.old_values + th.clamp(values - rollout_data.old_values, -clip_range_vf, clip_range_vf)
-        value_loss = F.mse_loss(rollout_data.returns, values_pred)
-        entropy_loss = -th.mean(-log_prob) if entropy is None else -th.mean(entropy)
-
-        surrogate = policy_loss + kl_penalty_loss if self.uses_kl_penalty else policy_loss  # "clip": SB3's sum
-        loss = surrogate + self.ent_coef * entropy_loss + self.vf_coef * value_loss
-
-        with th.no_grad():
-            approx_kl = ((ratio - 1) - log_ratio).mean()  # k3 written as SB3 writes it: the early stop decides alike
-            clip_fraction = (th.abs(ratio - 1) > clip_range).float().mean()
-            stats = LossStats(policy_loss.detach(), value_loss.detach(), entropy_loss.detach(), kl_penalty_loss.detach(),
-                              loss.detach(), kl.detach(), approx_kl, clip_fraction)
-        return loss, stats
-
     def train(self) -> None:
         """Update policy using the currently gathered rollout buffer."""
         self.policy.set_training_mode(True)
-        if self.adaptive_lr.active:
-            self._set_learning_rate(self.adaptive_lr.learning_rate)  # type: ignore[arg-type]
-        else:
-            self._update_learning_rate(self.policy.optimizer)  # SB3: every group to lr_schedule(progress), logged
-            if self.separate_critic:
-                self._set_learning_rate(self.lr_schedule(self._current_progress_remaining))
-        clip_range = self.clip_range(self._current_progress_remaining)  # type: ignore[operator]
-        clip_range_vf = None
-        if self.clip_range_vf is not None:
-            clip_range_vf = self.clip_range_vf(self._current_progress_remaining)  # type: ignore[operator]
-        kl_coef = self.kl_penalty.coef  # the beta of this update (logged); adapted after it
+        progress = self._current_progress_remaining
+        learning_rate = self._learning_rate()
+        optimizer = OptimizerGroups(self.policy, self.max_grad_norm, self.separate_critic, self._critic_own_lr(),
+                                    self.vf_max_grad_norm)
+        optimizer.set_rates(learning_rate)
+        clip_range = self.clip_range(progress)  # type: ignore[operator]
+        clip_range_vf = None if self.clip_range_vf is None else self.clip_range_vf(progress)  # type: ignore[operator]
+        coefficients = LossCoefficients(clip_range, clip_range_vf, self.kl_penalty.coef, self.ent_coef, self.vf_coef,
+                                        self.normalize_advantage)
+        loss_function = self._update_loss()
+        evaluator = loss_function.function.evaluator
+        # With the collecting policy's distribution on every sample (weights still pre-update), for the analytic KL.
+        rollout = UpdateRollout(self.rollout_buffer, evaluator.distribution_params)
 
-        analytic = AnalyticKL.for_distribution(self.policy.action_dist)
-        head = self._direct_head()
-        if self.kl_estimator is None:
-            self.kl_estimator = "analytic" if analytic is not None else "k3"
-            self.logger.info(f"KL(old || new) estimator: {self.kl_estimator} ({type(self.policy.action_dist).__name__})")
-        # With the collecting policy's distribution on every sample (weights still pre-update) for the analytic KL.
-        rollout = UpdateRollout(self.rollout_buffer, partial(self._distribution_params, analytic) if analytic else None)
-        constants = self.update_loss.constants(clip_range, clip_range_vf, kl_coef)  # tensors when compiled
-
-        optimizer = self.policy.optimizer
         stats: list[LossStats] = []  # kept as tensors, averaged once at the end (one sync instead of many)
-        learning_rates: list[float] = []
         continue_training = True
-        with fused_adam(optimizer):
-            clipped_step = self._clipped_step(optimizer)  # inside: it takes its direct path for fused Adam only
-            for epochs_done in range(self.n_epochs):
-                epoch_kls: list[th.Tensor] = []
-                for rollout_data, old_params in rollout.minibatches(self.batch_size):
-                    loss, minibatch_stats = self.update_loss(
-                        rollout_data, old_params, head, analytic if old_params else None, *constants
-                    )
+        with optimizer.stepping(f"after {self.num_timesteps} env steps") as step:
+            for epoch in range(self.n_epochs):
+                for minibatch in rollout.minibatches(self.batch_size):
+                    loss, minibatch_stats = loss_function(minibatch, coefficients)
                     approx_kl = minibatch_stats.approx_kl
                     if self.target_kl is not None and approx_kl.item() > 1.5 * self.target_kl:
                         continue_training = False
                         if self.verbose >= 1:
-                            self.logger.info(f"Early stopping at step {epochs_done} due to reaching max kl: {approx_kl.item():.2f}")
+                            self.logger.info(f"Early stopping at step {epoch} due to reaching max kl: {approx_kl.item():.2f}")
                         break
-
-                    clipped_step.zero_grad()
-                    loss.backward()
-                    try:
-                        clipped_step.step()  # clip_grad_norm_(parameters, max_grad_norm), then optimizer.step()
-                    except NonFiniteGradientError as error:
-                        raise FloatingPointError(
-                            f"non-finite gradients in update {self._n_updates + 1} (epoch {epochs_done + 1}, loss "
-                            f"{loss.item():.6g}): {error}. No step was taken, so the weights and the optimizer state "
-                            "are those before it; look for non-finite observations, rewards or normalisation "
-                            "statistics, or a learning rate too high"
-                        ) from None
-
-                    learning_rates.append(optimizer.param_groups[0]["lr"])
+                    step(loss)  # zero_grad, backward, clip_grad_norm_, optimizer.step
                     stats.append(minibatch_stats)
-                    if self.adaptive_lr.active:
-                        if self.adaptive_lr.cadence == "minibatch":
-                            self._adapt_learning_rate(minibatch_stats.kl.item())
-                        else:
-                            epoch_kls.append(minibatch_stats.kl)
-                if epoch_kls:  # cadence "epoch": the mean KL of the epoch's minibatches
-                    self._adapt_learning_rate(th.stack(epoch_kls).mean().item())
+                    if self.adaptive_lr.observe(minibatch_stats.kl):  # the KL-adaptive rate, at its cadence
+                        optimizer.set_rates(self._learning_rate())
+                if self.adaptive_lr.end_epoch():
+                    optimizer.set_rates(self._learning_rate())
                 self._n_updates += 1
                 if not continue_training:
                     break
 
         means = LossStats.mean(stats)
-        update_kl = self._update_kl(rollout, analytic, means if stats else None) if self.uses_kl_penalty else None
-        if update_kl is not None:
-            self.kl_penalty.update(update_kl)
+        update_kl = self._adapt_kl_coef(rollout, evaluator, means)
+        self._record_update(means, coefficients, learning_rate, optimizer, update_kl)
+        if self.std_schedule is not None:  # the std of the next rollout, and of the update on it
+            self.std_schedule.apply(self.policy, self._current_progress_remaining)
 
+    def _update_loss(self) -> CompiledOrEager[PPOLoss]:
+        """The minibatch loss of the current policy (compiled with ``compile_update``), built at its first update: a
+        policy replaced after set-up (``model.policy = th.compile(model.policy)``) or ``direct_evaluation`` changed
+        gets its own."""
+        built = self.update_loss
+        if built is None or built.function.evaluator.policy is not self.policy or \
+                built.function.evaluator.direct != self.direct_evaluation:
+            evaluator = ActionEvaluator(self.policy, direct=self.direct_evaluation)
+            built = self.update_loss = CompiledOrEager(PPOLoss(self.objective, evaluator), self.compile_update, self.device)
+            self.logger.info(f"KL(old || new) estimator: {self.kl_estimator} ({type(self.policy.action_dist).__name__})")
+        return built
+
+    def _learning_rate(self) -> float:
+        """The actor's learning rate now: the KL-adaptive rule's while it is on, else the schedule's (SB3's)."""
+        if self.adaptive_lr.active and self.adaptive_lr.learning_rate is not None:
+            return self.adaptive_lr.learning_rate
+        return self.lr_schedule(self._current_progress_remaining)
+
+    def _critic_own_lr(self) -> float | None:
+        """The critic's own learning rate in this update, or ``None`` when it follows the actor's."""
+        if self.vf_learning_rate is None:
+            return None
+        return float(self.vf_learning_rate(self._current_progress_remaining))  # type: ignore[operator]
+
+    def _adapt_kl_coef(self, rollout: UpdateRollout, evaluator: ActionEvaluator, means: LossStats) -> float | None:
+        """Adapt beta to the paper's d, and return d; ``None`` when beta is fixed or without the penalty.
+
+        d is ``KL(pi_rollout || pi_updated)`` averaged over the whole rollout after the update; without a closed form
+        (or for a custom buffer class), the update's mean k3 estimate stands in (NaN when no minibatch was trained,
+        which leaves beta as it is).
+        """
+        if not (self.uses_kl_penalty and self.kl_penalty.adaptive):
+            return None
+        if rollout.old_params is not None and rollout.samples is not None:
+            update_kl = evaluator.mean_kl(rollout.old_params, rollout.samples.observations)
+        else:
+            update_kl = means.approx_kl
+        self.kl_penalty.update(update_kl)
+        return update_kl
+
+    def _record_update(
+        self, means: LossStats, coefficients: LossCoefficients, learning_rate: float, optimizer: OptimizerGroups,
+        update_kl: float | None,
+    ) -> None:
+        """Log the update as SB3 does (every value a mean over the update's minibatches), plus our keys."""
         explained_var = explained_variance(self.rollout_buffer.values.flatten(), self.rollout_buffer.returns.flatten())
         self.logger.record("train/entropy_loss", means.entropy_loss)
         self.logger.record("train/policy_gradient_loss", means.policy_gradient_loss)
@@ -708,51 +569,21 @@ class PPO(OnPolicyAlgorithm):
         self.logger.record("train/loss", means.loss)
         self.logger.record("train/explained_variance", explained_var)
         self.logger.record("train/kl", means.kl)
-        self.logger.record("train/kl_coef", kl_coef)
+        self.logger.record("train/kl_coef", coefficients.kl_coef)
         self.logger.record("train/kl_penalty_loss", means.kl_penalty_loss)
         if update_kl is not None:
             self.logger.record("train/kl_update", update_kl)
-        if learning_rates:
-            self.logger.record("train/learning_rate", float(np.mean(learning_rates)))
+        # The scheduled rate (SB3's value), or the mean of the rates the KL-adaptive rule gave the steps.
+        adapted = self.adaptive_lr.active and optimizer.step_rates
+        self.logger.record("train/learning_rate", float(np.mean(optimizer.step_rates)) if adapted else learning_rate)
         if self.vf_learning_rate is not None:
-            self.logger.record("train/vf_learning_rate", optimizer.param_groups[1]["lr"])
+            self.logger.record("train/vf_learning_rate", optimizer.optimizer.param_groups[1]["lr"])
         if hasattr(self.policy, "log_std"):
             self.logger.record("train/std", th.exp(self.policy.log_std).mean().item())
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
-        self.logger.record("train/clip_range", clip_range)
-        if clip_range_vf is not None:
-            self.logger.record("train/clip_range_vf", clip_range_vf)
-        if self.std_schedule is not None:  # the std of the next rollout, and of the update on it
-            self.std_schedule.apply(self.policy, self._current_progress_remaining)
-
-    def _clipped_step(self, optimizer: th.optim.Optimizer) -> ClippedStep:
-        """Gradient clipping and the optimizer step of this update (each group's own clip for a separate critic)."""
-        clip_groups = None
-        if self.separate_critic:
-            # The optimizer's order (actor, then critic), so that each group's gradients can be clipped on their own.
-            parameters = [parameter for group in optimizer.param_groups for parameter in group["params"]]
-            if self.vf_max_grad_norm is not None:
-                n_actor = len(optimizer.param_groups[0]["params"])
-                clip_groups = [(n_actor, self.max_grad_norm), (len(parameters) - n_actor, self.vf_max_grad_norm)]
-        else:
-            parameters = list(self.policy.parameters())  # policy.parameters() walks every module: once per update
-        return ClippedStep(optimizer, parameters, self.max_grad_norm, clip_groups, error_if_nonfinite=True)
-
-    def _update_kl(self, rollout: UpdateRollout, analytic: AnalyticKL | None, means: LossStats | None) -> float | None:
-        """The paper's d, the KL that beta adapts to: ``None`` when beta is fixed, or without a closed form when no
-        minibatch was trained (``means``: the update's mean statistics)."""
-        if self.kl_penalty.target is None:
-            return None
-        if analytic is not None and rollout.old_params is not None:
-            # KL(pi_rollout || pi_updated) averaged over the whole rollout after the update.
-            new_params = self._distribution_params(analytic, rollout.samples.observations)  # type: ignore[union-attr]
-            return float(analytic(rollout.old_params, new_params).mean())
-        if means is None:
-            return None
-        return means.approx_kl  # no closed form: the mean k3 estimate over the update stands in for d
-
-    def _adapt_learning_rate(self, kl: float) -> None:
-        self._set_learning_rate(self.adaptive_lr.update(kl))
+        self.logger.record("train/clip_range", coefficients.clip_range)
+        if coefficients.clip_range_vf is not None:
+            self.logger.record("train/clip_range_vf", coefficients.clip_range_vf)
 
     def learn(
         self: SelfPPO,

@@ -104,7 +104,8 @@ class PackedRollout:
         columns += [t.reshape(n, 1) for t in (data.old_values, data.old_log_prob, data.advantages, data.returns)]
         columns += [t.reshape(n, -1) for t in params]
         widths = [column.shape[1] for column in columns]
-        return cls(th.cat(columns, dim=1), widths, tuple(data.observations.shape[1:]), tuple(data.actions.shape[1:]), len(params))
+        observation_shape, action_shape = tuple(data.observations.shape[1:]), tuple(data.actions.shape[1:])
+        return cls(th.cat(columns, dim=1), widths, observation_shape, action_shape, len(params))
 
     def take(self, index: th.Tensor) -> Minibatch:
         """The samples (and collecting-policy parameters) of rows ``index``."""
@@ -137,14 +138,15 @@ class UpdateRollout:
     """The rollout of one update, read once from the rollout buffer, and its minibatches (:meth:`minibatches`).
 
     :param buffer: the filled rollout buffer (returns and advantages computed).
-    :param distribution_params: the collecting policy's distribution parameters on given observations (for the
-        analytic KL; called once, before any update step), or ``None`` when there is no closed form.
+    :param distribution_params: the collecting policy's distribution parameters on given observations, ``None``
+        without a closed-form KL (:meth:`~sb3_ppo_ext.ppo.evaluation.ActionEvaluator.distribution_params`; called
+        once, before any update step).
     """
 
     def __init__(
         self,
         buffer: RolloutBuffer,
-        distribution_params: Callable[[Any], DistributionParams] | None = None,
+        distribution_params: Callable[[Any], DistributionParams | None] | None = None,
     ) -> None:
         self.buffer = buffer
         #: The whole rollout in buffer order, or ``None`` for a buffer class other than SB3's two.
@@ -152,7 +154,7 @@ class UpdateRollout:
         #: The collecting policy's distribution on every row of :attr:`samples` (``None``: unknown).
         self.old_params: DistributionParams | None = None
         self._packed: PackedRollout | None = None
-        if type(buffer) not in (RolloutBuffer, DictRolloutBuffer):
+        if not self.supports(buffer):
             return
         if not buffer.generator_ready:
             flatten_buffer(buffer)
@@ -160,6 +162,12 @@ class UpdateRollout:
         if distribution_params is not None:
             self.old_params = distribution_params(self.samples.observations)
         self._packed = PackedRollout.pack(self.samples, self.old_params)
+
+    @staticmethod
+    def supports(buffer: RolloutBuffer) -> bool:
+        """Whether the rollout is read from ``buffer``'s arrays (SB3's two buffer classes), with the collecting
+        policy's distribution on every sample; any other class is read through its own ``get``."""
+        return type(buffer) in (RolloutBuffer, DictRolloutBuffer)
 
     def minibatches(self, batch_size: int) -> Iterator[Minibatch]:
         """One epoch: ``RolloutBuffer.get(batch_size)``'s shuffled minibatches, each with the collecting policy's

@@ -3,7 +3,7 @@
 step size adapted from the KL.
 
 A learned log-std can collapse: with the clipped objective alone the humanoid's action std falls from 0.37 to 0.08
-within 4M steps while the KL of each update climbs to about 3 (docs/humanoid_results.md). A scheduled std keeps
+within 4M steps while the KL of each update climbs to about 3 (docs/results/humanoid_results.md). A scheduled std keeps
 exploration where the schedule puts it, and leaves the KL of an update to the mean alone.
 
 With ``log_std_schedule`` set, PPO freezes the policy's ``log_std`` (no gradient, so the optimiser leaves it alone)
@@ -79,8 +79,9 @@ class LogStdSchedule:
 
     def apply(self, policy: BasePolicy, progress_remaining: float) -> None:
         """Write the scheduled log-std into every action dimension of ``policy.log_std``."""
+        log_std: th.Tensor = policy.log_std  # type: ignore[assignment]  # a Gaussian policy's (check_policy)
         with th.no_grad():
-            policy.log_std.fill_(self.value(progress_remaining))
+            log_std.fill_(self.value(progress_remaining))
 
 
 def _finite(value: Any) -> float:

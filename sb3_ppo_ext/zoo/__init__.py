@@ -3,6 +3,7 @@
 Importing this package imports rl-zoo3 (install the ``zoo`` extra).
 """
 
+from sb3_ppo_ext.allow_list import allowed_names
 from sb3_ppo_ext.zoo.experiment import (
     ALGORITHM_NAME,
     SafeExperimentManager,
@@ -11,7 +12,7 @@ from sb3_ppo_ext.zoo.experiment import (
     register_algorithm,
 )
 from sb3_ppo_ext.zoo.hyperparams import check_block_keys, preprocess_block, valid_keys
-from sb3_ppo_ext.zoo.safe_eval import allowed_names, parse_expression
+from sb3_ppo_ext.zoo.safe_eval import parse_expression
 
 __all__ = [
     "ALGORITHM_NAME",

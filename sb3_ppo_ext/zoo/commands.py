@@ -20,8 +20,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from sb3_ppo_ext.cli import DEBUG_HELP, DEBUG_OPTION
+import rl_zoo3.utils
+from huggingface_sb3 import EnvironmentName
+from rl_zoo3.utils import ALGOS, get_model_path
+
+from sb3_ppo_ext.callbacks import export_onnx
+from sb3_ppo_ext.callbacks._media import env_fps, write_mp4
 from sb3_ppo_ext.envs._bullet import display_available
+from sb3_ppo_ext.pretrained import load_pretrained, play, summarise_episodes
+from sb3_ppo_ext.safe_loading import load_without_pickles, read_vecnormalize_statistics, statistics_saved
 from sb3_ppo_ext.zoo.experiment import (
     ALGORITHM_NAME,
     VEC_ENV_TYPES,
@@ -32,7 +39,9 @@ from sb3_ppo_ext.zoo.experiment import (
     register_algorithm,
 )
 from sb3_ppo_ext.zoo.hyperparams import check_run_folder, checked_get_saved_hyperparams
-from sb3_ppo_ext.zoo.loading import TRUST_PICKLES_HELP, TRUST_PICKLES_OPTION, PlayedRunLoading
+from sb3_ppo_ext.zoo.loading import PlayedRunLoading, played_model_statistics
+from sb3_ppo_ext.zoo.options import DEBUG, TRUST_PICKLES, TRUST_PICKLES_TRAIN, Option
+from sb3_ppo_ext.zoo.plotting import X_AXES, find_runs, plot_runs
 from sb3_ppo_ext.zoo.resume import given_options, run_settings, take_run_settings
 from sb3_ppo_ext.zoo.runs import (
     Run,
@@ -45,10 +54,6 @@ from sb3_ppo_ext.zoo.runs import (
 )
 
 DEFAULT_LOG_FOLDER = "logs"
-
-#: An option to add to a parser: its flags and the keyword arguments of ``add_argument``.
-Option = tuple[tuple[str, ...], Mapping[str, Any]]
-
 
 def n_timesteps(value: str) -> int:
     """``-n`` of ``train`` / ``optimize``: at least 1 (rl-zoo3 ignores a value <= 0 and trains the config's budget)."""
@@ -85,20 +90,9 @@ PLAY_OPTION_CHANGES: dict[str, dict[str, Any]] = {
     "--exp-id": {"help": "run number (default 0: the newest run that holds the model to play; -1: a model straight "
                          "under the algorithm's folder)"},
 }
-DEBUG: Option = ((DEBUG_OPTION,), {"action": "store_true", "default": argparse.SUPPRESS, "help": DEBUG_HELP})
 NO_PROGRESS: Option = (
     ("--no-progress",),
     {"dest": "progress", "action": "store_false", "default": argparse.SUPPRESS, "help": "no progress bar"},
-)
-#: ``--trust-pickles`` of ``enjoy`` / ``record-video`` / ``export``.
-TRUST_PICKLES: Option = ((TRUST_PICKLES_OPTION,), {"action": "store_true", "default": False, "help": TRUST_PICKLES_HELP})
-#: ``--trust-pickles`` of ``train`` / ``optimize``: what ``-i`` loads.
-TRUST_PICKLES_TRAIN: Option = (
-    (TRUST_PICKLES_OPTION,),
-    {"action": "store_true", "default": False,
-     "help": "with -i: load the model zip, its VecNormalize statistics and a replay_buffer.pkl by unpickling them, as "
-             "rl-zoo3 does: a crafted file runs code, so only for files you trust (default: the model and statistics "
-             "are rebuilt from plain data, and what cannot be is refused)"},
 )
 
 #: ``--resume`` of ``train``.
@@ -260,7 +254,7 @@ def train(argv: Sequence[str], *, optimize: bool = False) -> None:
     """``train`` / ``optimize``: rl-zoo3's ``train.py`` with ``ppo_ext`` and our config by default; ``train --resume``
     continues a run (:mod:`~sb3_ppo_ext.zoo.resume`)."""
     register_algorithm()
-    import rl_zoo3.train
+    import rl_zoo3.train  # rl-zoo3's script, imported when it runs: it imports rl_zoo3.import_envs (other packages' envs)
 
     program = f"sb3-ppo-ext {'optimize' if optimize else 'train'}"
     options = [NO_PROGRESS, DEBUG, TRUST_PICKLES_TRAIN, *VEC_ENV_OPTIONS, *(() if optimize else (RESUME,))]
@@ -280,8 +274,6 @@ def newest_algorithm(log_folder: str, env_id: str, exp_id: int = 0) -> str:
 
     :raises ValueError: when there is no such run, naming the runs there are and the nearest env name.
     """
-    from huggingface_sb3 import EnvironmentName
-    from rl_zoo3.utils import ALGOS
 
     env_name = str(EnvironmentName(env_id))
     runs = list_runs(log_folder, ALGOS)
@@ -306,8 +298,6 @@ def newest_played_run(log_folder: str, env_id: str, model: str, algo: str | None
     :raises ValueError: when runs of the env exist but none holds the file, naming them; without ``algo``, also when
         there is no run of the env at all (with ``algo``, rl-zoo3 reports that: it may download a run from the hub).
     """
-    from huggingface_sb3 import EnvironmentName
-    from rl_zoo3.utils import ALGOS
 
     env_name = str(EnvironmentName(env_id))
     every_run = list_runs(log_folder, ALGOS)
@@ -347,7 +337,6 @@ def played_run(log_folder: str, env_id: str, algo: str | None, exp_id: int, *, l
         return algo or ALGORITHM_NAME, exp_id
     if exp_id > 0:
         return algo or newest_algorithm(log_folder, env_id, exp_id), exp_id
-    from huggingface_sb3 import EnvironmentName
 
     model = model_file_pattern(str(EnvironmentName(env_id)), load_best=load_best, load_checkpoint=load_checkpoint,
                                load_last_checkpoint=load_last_checkpoint)
@@ -402,7 +391,6 @@ def _positive(value: str) -> int:
 
 def _default_output(env_id_or_folder: str, folder: str, extension: str) -> str:
     """``<folder>/<env name>-pretrained<extension>``, numbered (``-2``, ``-3``...) rather than replacing a file."""
-    from huggingface_sb3 import EnvironmentName
 
     if os.path.isdir(env_id_or_folder):
         name = os.path.basename(os.path.normpath(env_id_or_folder))
@@ -416,7 +404,7 @@ def _default_output(env_id_or_folder: str, folder: str, extension: str) -> str:
 
 
 def episode_line(episode: dict[str, Any]) -> str:
-    """One line of an episode played by :func:`~sb3_ppo_ext.pretrained.play`: return, length, and what the task
+    """One line of an episode played by :func:`~sb3_ppo_ext.pretrained.playing.play`: return, length, and what the task
     reports (distance and speed, flags, success and how a failure ended)."""
     line = f"Episode Reward: {episode['return']:.2f}  Episode Length: {episode['length']}"
     if "speed" in episode:
@@ -432,10 +420,9 @@ def episode_line(episode: dict[str, Any]) -> str:
 
 
 def episodes_summary(episodes: list[dict[str, Any]]) -> list[str]:
-    """The lines that sum up the episodes played (:func:`~sb3_ppo_ext.pretrained.summarise_episodes`): the mean
+    """The lines that sum up the episodes played (:func:`~sb3_ppo_ext.pretrained.playing.summarise_episodes`): the mean
     return with its spread (standard deviation, lowest and highest) and the mean length; the success rate with how
     the other episodes ended, where the task reports success; the mean speed and the flags, where it has them."""
-    from sb3_ppo_ext.pretrained import summarise_episodes
 
     if not episodes:
         return ["no episode finished within the steps played (raise -n)"]
@@ -473,7 +460,6 @@ def _episode_step_limit(env: Any) -> int:
 def enjoy_pretrained(argv: Sequence[str]) -> None:
     """``enjoy --pretrained``: play a shipped agent for a few episodes, printing each one's return (and distance and
     speed, success), then their mean, spread and success rate."""
-    from sb3_ppo_ext.pretrained import load_pretrained, play
 
     parser = _pretrained_parser("enjoy", enjoy_pretrained.__doc__)
     parser.add_argument("--n-episodes", type=_positive, default=5, help="episodes to play (default: 5)")
@@ -493,8 +479,6 @@ def enjoy_pretrained(argv: Sequence[str]) -> None:
 
 def record_video_pretrained(argv: Sequence[str]) -> None:
     """``record-video --pretrained``: an MP4 of a shipped agent (rendered off-screen)."""
-    from sb3_ppo_ext.callbacks._media import env_fps, write_mp4
-    from sb3_ppo_ext.pretrained import load_pretrained, play
 
     parser = _pretrained_parser("record-video", record_video_pretrained.__doc__)
     parser.add_argument("-n", "--n-timesteps", type=_positive, default=1000, help="steps to record")
@@ -519,8 +503,6 @@ def record_video_pretrained(argv: Sequence[str]) -> None:
 
 def export_pretrained(argv: Sequence[str]) -> None:
     """``export --pretrained``: the ONNX policy of a shipped agent (raw observation -> action)."""
-    from sb3_ppo_ext.callbacks import export_onnx
-    from sb3_ppo_ext.pretrained import load_pretrained
 
     parser = _pretrained_parser("export", export_pretrained.__doc__)
     parser.add_argument("-o", "--output", help="ONNX file (default: <env>-pretrained.onnx here, numbered instead of "
@@ -542,7 +524,7 @@ def enjoy(argv: Sequence[str]) -> None:
         enjoy_pretrained(argv)
         return
     register_algorithm()
-    import rl_zoo3.enjoy
+    import rl_zoo3.enjoy  # rl-zoo3's script, imported when it runs: it imports rl_zoo3.import_envs (other packages' envs)
 
     program = "sb3-ppo-ext enjoy"
     zoo_argv = _zoo_play_argv(argv, headless_no_render=True)
@@ -566,7 +548,6 @@ def record_video(argv: Sequence[str]) -> None:
         record_video_pretrained(argv)
         return
     register_algorithm()
-    import rl_zoo3.utils
 
     program = "sb3-ppo-ext record-video"
     zoo_argv = _zoo_play_argv(argv, headless_no_render=False)
@@ -587,9 +568,7 @@ def record_video(argv: Sequence[str]) -> None:
 
 def plot(argv: Sequence[str]) -> None:
     """``plot``: training curves of the runs of one or more environments into an image file."""
-    from huggingface_sb3 import EnvironmentName
 
-    from sb3_ppo_ext.zoo.plotting import X_AXES, find_runs, plot_runs
 
     parser = add_debug_option(argparse.ArgumentParser(prog="sb3-ppo-ext plot", description=plot.__doc__, allow_abbrev=False))
     parser.add_argument("--env", nargs="+", required=True, help="environment id(s)")
@@ -623,12 +602,7 @@ def export(argv: Sequence[str]) -> None:
         export_pretrained(argv)
         return
     register_algorithm()
-    from huggingface_sb3 import EnvironmentName
-    from rl_zoo3.utils import ALGOS, get_model_path
 
-    from sb3_ppo_ext.callbacks import export_onnx
-    from sb3_ppo_ext.safe_loading import load_without_pickles, read_vecnormalize_statistics, statistics_saved
-    from sb3_ppo_ext.zoo.loading import played_model_statistics
 
     parser = add_debug_option(argparse.ArgumentParser(prog="sb3-ppo-ext export", description=export.__doc__, allow_abbrev=False))
     parser.add_argument("--env", required=True, help="environment id of the run")

@@ -27,6 +27,9 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import CheckpointCallback, EvalCallback
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
+from sb3_ppo_ext import zoo_configs
+from sb3_ppo_ext.allow_list import nearest_short_name
+from sb3_ppo_ext.callbacks import LiveViewCallback, RotatingCheckpointCallback, VideoRecorderCallback
 from sb3_ppo_ext.ppo import PPO
 from sb3_ppo_ext.safe_loading import (
     load_vecnormalize_without_pickles,
@@ -55,7 +58,7 @@ from sb3_ppo_ext.zoo.resume import (
     run_settings,
 )
 from sb3_ppo_ext.zoo.runs import holds_only_setup_files
-from sb3_ppo_ext.zoo.safe_eval import UnknownNameError, nearest_short_name, parse_expression
+from sb3_ppo_ext.zoo.safe_eval import UnknownNameError, parse_expression
 from sb3_ppo_ext.zoo.safe_yaml import load_yaml_file
 from sb3_ppo_ext.zoo.sampler import convert_ppo_ext_params, sample_ppo_ext_params
 
@@ -65,9 +68,7 @@ ALGORITHM_NAME = "ppo_ext"
 
 def default_config_path() -> str:
     """Path of the bundled ``ppo_ext.yml`` (package data of ``sb3_ppo_ext.zoo_configs``)."""
-    import sb3_ppo_ext.zoo_configs
-
-    return str(Path(sb3_ppo_ext.zoo_configs.__file__).with_name("ppo_ext.yml"))
+    return str(Path(zoo_configs.__file__).with_name("ppo_ext.yml"))
 
 
 def register_algorithm() -> None:
@@ -174,7 +175,8 @@ class _DeferredPrint:
 class SaveVecNormalizeStatisticsCallback(SaveVecNormalizeCallback):
     """rl-zoo3's ``SaveVecNormalizeCallback`` (its evaluation saves ``vecnormalize.pkl`` with each new best model)
     that also writes the plain-data twin of each pickle beside it (``vecnormalize.npz``, see
-    :func:`~sb3_ppo_ext.safe_loading.save_vecnormalize_statistics`), so that the two always hold the same statistics.
+    :func:`~sb3_ppo_ext.safe_loading.vecnormalize.save_vecnormalize_statistics`), so that the two always hold the
+    same statistics.
 
     Called by an evaluation that saves ``best_model.zip``, it also writes the statistics beside that model
     (:data:`~sb3_ppo_ext.zoo.loading.BEST_MODEL_STATISTICS`, pickle and twin): ``vecnormalize.pkl`` is overwritten
@@ -213,7 +215,7 @@ def vec_env_settings(vec_env_type: str, zoo_class: type[VecEnv], args: argparse.
     address = getattr(args, "ray_address", None)
     vec_env_class = zoo_class
     if vec_env_type == "ray":
-        from sb3_ppo_ext.vec_env import RayVecEnv  # needs the ray extra
+        from sb3_ppo_ext.vec_env import RayVecEnv  # the ray extra: vec_env imports Ray
 
         vec_env_class = RayVecEnv
         if address is not None:
@@ -241,7 +243,7 @@ class SafeExperimentManager(ExperimentManager):
 
     Every ``vecnormalize.pkl`` it writes (the final one, the evaluation's, the checkpoints') gets a plain-data twin
     ``.npz`` beside it. Continuing a run (``-i``) loads the model with
-    :func:`~sb3_ppo_ext.safe_loading.load_without_pickles` and the statistics from their twin, and refuses a
+    :func:`~sb3_ppo_ext.safe_loading.models.load_without_pickles` and the statistics from their twin, and refuses a
     replay buffer pickle, unless ``--trust-pickles`` is given (:attr:`trust_pickles`).
     """
 
@@ -340,8 +342,6 @@ class SafeExperimentManager(ExperimentManager):
         hyperparams, env_wrapper, callbacks, vec_env_wrapper = super()._preprocess_hyperparams(hyperparams)
         warn_if_nothing_learns(ALGOS[self.algo], hyperparams, self.n_timesteps)
         if env_wrapper is not None:
-            from sb3_ppo_ext.callbacks import LiveViewCallback, VideoRecorderCallback
-
             for callback in callbacks:
                 if not isinstance(callback, (VideoRecorderCallback, LiveViewCallback)):
                     continue
@@ -354,8 +354,6 @@ class SafeExperimentManager(ExperimentManager):
         :class:`~sb3_ppo_ext.callbacks.RotatingCheckpointCallback` (same file names, every checkpoint kept as rl-zoo3
         keeps them): each file is written atomically, and the ``VecNormalize`` statistics go beside each zip
         (``rl_model_vecnormalize_<steps>_steps.pkl``), which rl-zoo3's plain ``CheckpointCallback`` does not save."""
-        from sb3_ppo_ext.callbacks import RotatingCheckpointCallback
-
         super().create_callbacks()
         for index, callback in enumerate(self.callbacks):
             if type(callback) is CheckpointCallback:  # rl-zoo3 counts its save_freq in calls: n_envs steps each
@@ -425,7 +423,7 @@ class SafeExperimentManager(ExperimentManager):
 
     def load_statistics(self, path: str, env: VecEnv) -> VecNormalize:
         """``VecNormalize.load(path, env)`` with ``--trust-pickles``; otherwise the statistics are read from the
-        plain-data twin of ``path`` (:func:`~sb3_ppo_ext.safe_loading.load_vecnormalize_without_pickles`), which
+        plain-data twin of ``path`` (:func:`~sb3_ppo_ext.safe_loading.vecnormalize.load_vecnormalize_without_pickles`), which
         refuses a pickle that has none."""
         if self.trust_pickles and os.path.isfile(path):
             return VecNormalize.load(path, env)
@@ -460,7 +458,7 @@ class SafeExperimentManager(ExperimentManager):
         return env
 
     def _load_pretrained_agent(self, hyperparams: dict[str, Any], env: VecEnv) -> BaseAlgorithm:
-        """rl-zoo3's loading of the ``-i`` model, by :func:`~sb3_ppo_ext.safe_loading.load_without_pickles` unless
+        """rl-zoo3's loading of the ``-i`` model, by :func:`~sb3_ppo_ext.safe_loading.models.load_without_pickles` unless
         ``--trust-pickles``: the schedules come from the zip's readable fields or, where it keeps them as pickles only,
         from this run's config (rl-zoo3 passes the block to ``load``, which sets it on the model); anything else
         stored only as a pickle, and a ``replay_buffer.pkl`` beside the model, is refused."""

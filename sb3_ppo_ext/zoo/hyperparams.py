@@ -24,6 +24,7 @@ import yaml
 from rl_zoo3.utils import SimpleLinearSchedule
 from rl_zoo3.utils import get_saved_hyperparams as zoo_get_saved_hyperparams
 
+from sb3_ppo_ext.allow_list import is_allowed_import_path, resolve_name
 from sb3_ppo_ext.validation import (
     MAX_N_EPOCHS,
     MAX_ROLLOUT_TRANSITIONS,
@@ -35,7 +36,7 @@ from sb3_ppo_ext.validation import (
     check_vecnormalize_kwargs,
 )
 from sb3_ppo_ext.validation import check_schedule as check_schedule_setting
-from sb3_ppo_ext.zoo.safe_eval import is_allowed_import_path, parse_expression, resolve_name
+from sb3_ppo_ext.zoo.safe_eval import parse_expression
 from sb3_ppo_ext.zoo.safe_yaml import check_yaml_limits, read_yaml_text
 
 #: Keys rl-zoo3 consumes itself (ExperimentManager._preprocess_hyperparams / _preprocess_action_noise).
@@ -300,7 +301,7 @@ def check_class_paths(key: str, value: Any) -> None:
         if not isinstance(path, str) or not is_allowed_import_path(path):
             raise ValueError(
                 f"{key}: {path!r} is not an allow-listed class import path (our callbacks and wrappers, SB3 / rl-zoo3 / "
-                f"gymnasium callbacks and wrappers); see sb3_ppo_ext.zoo.safe_eval.allowed_names()"
+                f"gymnasium callbacks and wrappers); see sb3_ppo_ext.allow_list.allowed_names()"
             )
 
 

@@ -3,7 +3,7 @@
 Both scripts load the model with ``ALGOS[algo].load(...)`` and the ``VecNormalize`` statistics inside
 ``create_test_env`` with ``VecNormalize.load(...)``, both of which unpickle. :class:`PlayedRunLoading` provides the
 stand-ins swapped into their modules for the time of the script: the model through
-:func:`~sb3_ppo_ext.safe_loading.load_without_pickles` (to act: ``training=False``; the saved spaces matched against
+:func:`~sb3_ppo_ext.safe_loading.models.load_without_pickles` (to act: ``training=False``; the saved spaces matched against
 the env ``create_test_env`` made), the statistics from their plain-data twin. With ``--trust-pickles`` each stand-in
 calls rl-zoo3's own loading instead.
 
@@ -23,17 +23,10 @@ from typing import Any
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
 from sb3_ppo_ext.safe_loading import (
-    TRUST_PICKLES_OPTION,
     load_vecnormalize_without_pickles,
     load_without_pickles,
     statistics_saved,
 )
-
-TRUST_PICKLES_HELP = (
-    "load the run's model zip and vecnormalize.pkl by unpickling them, as rl-zoo3 and SB3 do: a crafted file runs "
-    "code, so only for files you trust (default: both are rebuilt from plain data, and what cannot be is refused)"
-)
-
 
 #: The statistics of ``best_model.zip``, beside it in the run folder: the evaluation writes them with each new best
 #: model (pickle and plain twin), because the run's ``<env>/vecnormalize.pkl`` ends up with the final statistics.
@@ -142,5 +135,4 @@ class PlayedRunLoading:
         return create
 
 
-__all__ = ["BEST_MODEL_STATISTICS", "TRUST_PICKLES_HELP", "TRUST_PICKLES_OPTION", "PlayedRunLoading",
-           "played_model_statistics"]
+__all__ = ["BEST_MODEL_STATISTICS", "PlayedRunLoading", "played_model_statistics"]

@@ -7,6 +7,7 @@ import os
 
 import numpy as np
 from huggingface_sb3 import EnvironmentName
+from stable_baselines3.common.monitor import LoadMonitorResultsError, load_results
 
 from sb3_ppo_ext.callbacks.plot import moving_average
 
@@ -36,11 +37,10 @@ def plot_runs(run_folders: list[str], output: str, *, x_axis: str = "steps", win
     """
     if x_axis not in X_AXES:
         raise ValueError(f"x_axis must be one of {list(X_AXES)}, got {x_axis!r}")
-    import matplotlib
+    import matplotlib  # the video extra, needed only to draw
 
     matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-    from stable_baselines3.common.monitor import LoadMonitorResultsError, load_results
+    from matplotlib import pyplot as plt  # after choosing the Agg backend, which needs no display
 
     figure, axes = plt.subplots(figsize=(7, 4.5))
     plotted = 0

@@ -38,8 +38,8 @@ from stable_baselines3.common import env_util
 from stable_baselines3.common.callbacks import EvalCallback
 from stable_baselines3.common.monitor import Monitor
 
-from sb3_ppo_ext.callbacks._files import atomic_write
 from sb3_ppo_ext.callbacks.checkpoint import find_latest_checkpoint, list_checkpoints
+from sb3_ppo_ext.files import atomic_write
 from sb3_ppo_ext.safe_loading import read_zip_data
 from sb3_ppo_ext.zoo.hyperparams import check_run_folder, load_run_yaml
 

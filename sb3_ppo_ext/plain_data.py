@@ -1,0 +1,109 @@
+"""Spaces and policy settings as plain data (JSON-able dicts and lists), and back.
+
+Shipped agents (:mod:`sb3_ppo_ext.pretrained`) store their spaces and ``policy_kwargs`` this way, and the loader of
+model zips (:mod:`sb3_ppo_ext.safe_loading`) rebuilds the spaces SB3 pickled through the same description, so that
+neither needs a pickle.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+from torch import nn
+
+#: Policy keyword arguments kept as plain data; anything else in a model's ``policy_kwargs`` cannot be shipped.
+PLAIN_POLICY_KWARGS = frozenset({"net_arch", "log_std_init", "ortho_init", "squash_output", "full_std", "use_expln",
+                                 "share_features_extractor", "normalize_images", "activation_fn"})
+#: Policy keyword arguments that only matter for training (dropped when shipping).
+TRAINING_POLICY_KWARGS = frozenset({"optimizer_class", "optimizer_kwargs"})
+
+
+def space_to_data(space: spaces.Space) -> dict[str, Any]:
+    """A JSON-able description of a Box, Discrete, MultiDiscrete (``start`` only when not all zero) or MultiBinary
+    space.
+
+    :raises ValueError: for any other kind of space.
+    """
+    if isinstance(space, spaces.Box):
+        return {"type": "Box", "low": space.low.tolist(), "high": space.high.tolist(), "shape": list(space.shape),
+                "dtype": str(space.dtype)}
+    if isinstance(space, spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
+    if isinstance(space, spaces.MultiDiscrete):
+        data = {"type": "MultiDiscrete", "nvec": space.nvec.tolist()}
+        if np.any(space.start != 0):
+            data["start"] = space.start.tolist()
+        return data
+    if isinstance(space, spaces.MultiBinary):
+        return {"type": "MultiBinary", "n": np.asarray(space.n).tolist()}
+    raise ValueError(f"cannot store a {type(space).__name__} space as plain data (Box, Discrete, MultiDiscrete, "
+                     f"MultiBinary are supported), got {space}")
+
+
+def space_from_data(data: dict[str, Any], *, where: str = "the plain data") -> spaces.Space:
+    """The space described by :func:`space_to_data`.
+
+    :param data: the description.
+    :param where: the file it was read from, used in the message.
+    :raises ValueError: for an unknown space type.
+    """
+    kind = data.get("type")
+    if kind == "Box":
+        return spaces.Box(np.array(data["low"], dtype=data["dtype"]), np.array(data["high"], dtype=data["dtype"]),
+                          shape=tuple(data["shape"]), dtype=data["dtype"])
+    if kind == "Discrete":
+        return spaces.Discrete(int(data["n"]), start=int(data.get("start", 0)))
+    if kind == "MultiDiscrete":
+        start = np.array(data["start"]) if "start" in data else None
+        return spaces.MultiDiscrete(np.array(data["nvec"]), start=start)
+    if kind == "MultiBinary":
+        return spaces.MultiBinary(data["n"])
+    raise ValueError(f"unknown space type {kind!r} in {where}")
+
+
+def same_space(first: spaces.Space, second: spaces.Space) -> bool:
+    """Same kind, shape, dtype and bounds (``Box.__eq__`` is not reliable for bounds of inf)."""
+    return space_to_data(first) == space_to_data(second)
+
+
+def policy_kwargs_to_data(policy_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Plain data of the policy keyword arguments playing needs (activation as its ``torch.nn`` class name).
+
+    :raises ValueError: for a keyword argument outside :data:`PLAIN_POLICY_KWARGS` and
+        :data:`TRAINING_POLICY_KWARGS` (the latter are dropped), or an activation that is not a ``torch.nn`` class.
+    """
+    data = {}
+    for key, value in policy_kwargs.items():
+        if key in TRAINING_POLICY_KWARGS:
+            continue
+        if key not in PLAIN_POLICY_KWARGS:
+            raise ValueError(f"cannot ship a policy with policy_kwargs[{key!r}] as plain data; supported: "
+                             f"{sorted(PLAIN_POLICY_KWARGS)}")
+        if key == "activation_fn":
+            if not (isinstance(value, type) and issubclass(value, nn.Module) and getattr(nn, value.__name__, None) is value):
+                raise ValueError(f"activation_fn must be a torch.nn activation class to be shipped, got {value!r}")
+            value = value.__name__
+        data[key] = value
+    return json.loads(json.dumps(data))  # tuples -> lists; fails here, not when loading, if anything is not JSON
+
+
+def policy_kwargs_from_data(data: dict[str, Any], *, where: str = "the plain data") -> dict[str, Any]:
+    """The policy keyword arguments of :func:`policy_kwargs_to_data` (the activation looked up in ``torch.nn``).
+
+    :param data: the plain data.
+    :param where: the file it was read from, used in the messages.
+    :raises ValueError: for unknown keys or an activation name that is not a ``torch.nn`` class.
+    """
+    unknown = set(data) - PLAIN_POLICY_KWARGS
+    if unknown:
+        raise ValueError(f"unknown policy_kwargs {sorted(unknown)} in {where}")
+    kwargs = dict(data)
+    if "activation_fn" in kwargs:
+        activation = getattr(nn, str(kwargs["activation_fn"]), None)
+        if not (isinstance(activation, type) and issubclass(activation, nn.Module)):
+            raise ValueError(f"activation_fn {kwargs['activation_fn']!r} in {where} is not a torch.nn class")
+        kwargs["activation_fn"] = activation
+    return kwargs

@@ -1,0 +1,90 @@
+"""Loading an agent folder: a model holding the agent's actor and the env it plays, unpickling nothing."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch as th
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.vec_env import VecEnv, VecFrameStack, VecNormalize
+
+from sb3_ppo_ext.plain_data import policy_kwargs_from_data, same_space, space_from_data
+from sb3_ppo_ext.ppo import PPO
+from sb3_ppo_ext.pretrained.format import AGENT_FILE, CRITIC_PREFIXES, WEIGHTS_FILE, read_agent, resolve_wrapper
+
+
+def make_pretrained_env(
+    agent: dict[str, Any], *, n_envs: int = 1, seed: int | None = None, render_mode: str | None = None,
+) -> VecEnv:
+    """The vectorised env an agent plays: its task, wrappers, frame stack and frozen observation normalisation."""
+    wrappers = [(resolve_wrapper(path), kwargs) for item in agent["env_wrapper"] for path, kwargs in item.items()]
+
+    def wrap(env: gym.Env) -> gym.Env:
+        for wrapper, kwargs in wrappers:
+            env = wrapper(env, **kwargs)
+        return env
+
+    env_kwargs = dict(agent["env_kwargs"])
+    if render_mode is not None:
+        env_kwargs["render_mode"] = render_mode
+    env = make_vec_env(agent["env_id"], n_envs=n_envs, seed=seed, env_kwargs=env_kwargs,
+                       wrapper_class=wrap if wrappers else None)
+    if agent.get("frame_stack"):
+        env = VecFrameStack(env, int(agent["frame_stack"]))
+    statistics = agent.get("normalization")
+    if statistics is not None:
+        env = VecNormalize(env, training=False, norm_obs=True, norm_reward=False, clip_obs=statistics["clip_obs"],
+                           epsilon=statistics["epsilon"])
+        env.obs_rms.mean = np.array(statistics["mean"], dtype=np.float64)
+        env.obs_rms.var = np.array(statistics["var"], dtype=np.float64)
+        if env.obs_rms.mean.shape != env.observation_space.shape:
+            env.close()
+            raise ValueError(f"the agent's normalisation statistics have shape {env.obs_rms.mean.shape}, the env's "
+                             f"observations {env.observation_space.shape}")
+    return env
+
+
+def load_pretrained(
+    env_id_or_folder: str,
+    *,
+    n_envs: int = 1,
+    seed: int | None = None,
+    render_mode: str | None = None,
+    device: str = "cpu",
+) -> tuple[Any, VecEnv]:
+    """Load a shipped agent (or an agent folder) and a matching env, unpickling nothing.
+
+    :param env_id_or_folder: an env id with a shipped agent (see
+        :func:`~sb3_ppo_ext.pretrained.format.list_pretrained`) or an agent folder.
+    :param n_envs: parallel envs of the returned ``VecEnv``.
+    :param seed: seed of the envs.
+    :param render_mode: ``render_mode`` of the envs (``"rgb_array"``, ``"human"``).
+    :param device: torch device of the model.
+    :returns: ``(model, env)``: an ``sb3_ppo_ext.PPO`` holding the agent's actor (its critic is untrained) and the
+        ``VecEnv`` with the agent's wrappers and frozen observation normalisation (``training=False``).
+    :raises ValueError: for an unknown agent, or when the installed task's spaces differ from the agent's.
+    """
+    folder, agent = read_agent(env_id_or_folder)
+    agent_file = os.path.join(folder, AGENT_FILE)
+    env = make_pretrained_env(agent, n_envs=n_envs, seed=seed, render_mode=render_mode)
+    for name in ("observation_space", "action_space"):
+        space = space_from_data(agent[name], where=agent_file)
+        if not same_space(getattr(env, name), space):
+            env.close()
+            raise ValueError(f"the {name} of {agent['env_id']} ({getattr(env, name)}) is not the agent's ({space}): the "
+                             f"task changed since the agent was trained")
+    policy_kwargs = policy_kwargs_from_data(agent["policy_kwargs"], where=agent_file)
+    model = PPO(agent["policy"], env, use_sde=agent["use_sde"], policy_kwargs=policy_kwargs, n_steps=8,
+                batch_size=8 * n_envs, device=device)
+    with np.load(os.path.join(folder, WEIGHTS_FILE), allow_pickle=False) as weights:
+        state = {name: th.as_tensor(weights[name]) for name in weights.files}
+    missing, unexpected = model.policy.load_state_dict(state, strict=False)
+    missing = [name for name in missing if not name.startswith(CRITIC_PREFIXES)]
+    if missing or unexpected:
+        env.close()
+        raise ValueError(f"{folder}: the weights do not fit the policy (missing {missing}, unexpected {unexpected})")
+    model.policy.set_training_mode(False)
+    return model, env

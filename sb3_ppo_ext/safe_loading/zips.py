@@ -1,0 +1,44 @@
+"""Sizes of what a zip (a model, ``VecNormalize`` statistics) may inflate to, checked on the sizes its directory
+declares before anything is read (``zipfile`` never inflates an entry beyond its declared size)."""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Collection, Mapping
+
+#: Highest compression ratio of a zip entry over :data:`MIN_RATIO_CHECKED_BYTES`: SB3 and numpy store entries
+#: uncompressed (ratio 1), deflate packs weights to about 1.1 and JSON to about 10, while an entry of zeros deflates
+#: 1000-fold (a 3 MB zip of 3 GB).
+MAX_COMPRESSION_RATIO = 100
+#: Entries up to this size are not ratio-checked: whatever they hold costs little.
+MIN_RATIO_CHECKED_BYTES = 1 << 20
+
+
+def check_zip_sizes(archive: zipfile.ZipFile, where: str, *, limits: Mapping[str, int] | None = None,
+                    nested: Collection[str] = (".pth",)) -> None:
+    """Refuse a zip whose entries would inflate to more than a file of its kind holds, before any entry is read.
+
+    Each entry must declare at most its limit in ``limits`` (by name) and, above :data:`MIN_RATIO_CHECKED_BYTES`, a
+    compression ratio of at most :data:`MAX_COMPRESSION_RATIO`. Entries whose names end with one of ``nested`` and
+    that are zips themselves (torch's ``.pth`` files, which ``torch.load`` inflates) are checked the same way.
+
+    :param archive: the open zip.
+    :param where: the file, used in the messages.
+    :raises ValueError: naming the entry, its declared size and the limit.
+    """
+    for info in archive.infolist():
+        what = f"{where}: its entry {info.filename!r} inflates to {info.file_size} bytes"
+        limit = (limits or {}).get(info.filename)
+        if limit is not None and info.file_size > limit:
+            raise ValueError(f"{what}, the limit is {limit}; it is not a file Stable-Baselines3 or this package wrote")
+        ratio = info.file_size / max(info.compress_size, 1)
+        if info.file_size > MIN_RATIO_CHECKED_BYTES and ratio > MAX_COMPRESSION_RATIO:
+            raise ValueError(f"{what} from {info.compress_size} ({ratio:.0f} times; the limit is "
+                             f"{MAX_COMPRESSION_RATIO}, MAX_COMPRESSION_RATIO): a zip bomb, refused before inflating it")
+        if info.filename.endswith(tuple(nested)):
+            with archive.open(info) as member:
+                if zipfile.is_zipfile(member):
+                    member.seek(0)
+                    with zipfile.ZipFile(member) as inner:
+                        check_zip_sizes(inner, f"{where}:{info.filename}", nested=())
+

@@ -1,0 +1,200 @@
+"""Collecting a grid's results: one row per evaluation of every cell (periodic and final), with the wall clock until it
+and the training values logged before it; the CSV they are written to and read from."""
+
+from __future__ import annotations
+
+import csv
+import glob
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, FINAL_EVAL_FILE
+from sb3_ppo_ext.zoo.hyperparams import load_run_yaml
+
+#: SB3's logged training values that ``collect`` adds to each evaluation (the last logged before it).
+TRAIN_LOG_KEYS = ("std", "learning_rate", "approx_kl", "kl_coef")
+
+
+CSV_FIELDS = (
+    "task",
+    "variant",
+    "seed",
+    "kind",
+    "timesteps",
+    "episodes",
+    "eval_mean",
+    "eval_std",
+    "wall_s",
+    "finished",
+    "success_rate",
+    "eval_length",
+    *(f"train_{key}" for key in TRAIN_LOG_KEYS),
+)
+
+
+def training_clock(run_folder: str) -> tuple[np.ndarray, np.ndarray]:
+    """Cumulative training steps over all envs against wall-clock seconds since the first env started.
+
+    From the ``*.monitor.csv`` files of the training envs (episode end time and length); the steps of an episode
+    are counted when it ends.
+    """
+    starts: list[float] = []
+    ends: list[float] = []
+    lengths: list[int] = []
+    for path in glob.glob(os.path.join(run_folder, "*.monitor.csv")):
+        with open(path, encoding="utf-8") as stream:
+            header = json.loads(stream.readline().lstrip("#"))
+            rows = list(csv.DictReader(stream))
+        starts.append(float(header["t_start"]))
+        ends.extend(float(header["t_start"]) + float(row["t"]) for row in rows)
+        lengths.extend(int(row["l"]) for row in rows)
+    if not starts:
+        return np.zeros(0), np.zeros(0)
+    order = np.argsort(ends)
+    return np.cumsum(np.asarray(lengths)[order]), np.asarray(ends)[order] - min(starts)
+
+
+def _run_folder(cell_folder: str) -> str | None:
+    """rl-zoo3's ``<algo>/<env>_<n>`` folder inside a cell folder (the newest when there are several)."""
+    candidates = sorted(glob.glob(os.path.join(cell_folder, "*", "*", "evaluations.npz")), key=os.path.getmtime)
+    return os.path.dirname(candidates[-1]) if candidates else None
+
+
+def _task_of_run(run_folder: str) -> str | None:
+    """The env id an unfinished cell trains (``--env`` in its run's ``args.yml``), or ``None`` if unreadable."""
+    for path in glob.glob(os.path.join(glob.escape(run_folder), "*", "args.yml")):
+        try:
+            env_id = load_run_yaml(path).get("env")
+        except (ValueError, OSError, AttributeError):
+            continue
+        if isinstance(env_id, str):
+            return env_id
+    return None
+
+
+def train_log_values(path: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The training values SB3 printed in a cell's ``train.log`` (its ``verbose=1`` tables): the steps of each table
+    that has ``total_timesteps`` and, per key of :data:`TRAIN_LOG_KEYS`, its value there (NaN where not logged)."""
+    steps: list[int] = []
+    values: dict[str, list[float]] = {key: [] for key in TRAIN_LOG_KEYS}
+    table: dict[str, str] = {}
+    if not os.path.isfile(path):
+        return np.zeros(0, dtype=int), {key: np.zeros(0) for key in TRAIN_LOG_KEYS}
+    with open(path, encoding="utf-8", errors="replace") as stream:
+        for line in stream:
+            if line.startswith("|    "):
+                name, _, rest = line[1:].partition("|")
+                table[name.strip()] = rest.strip(" |\n")
+            elif line.startswith("---") and table:
+                if "total_timesteps" in table and ("std" in table or "approx_kl" in table):
+                    steps.append(int(float(table["total_timesteps"])))
+                    for key in TRAIN_LOG_KEYS:
+                        try:
+                            values[key].append(float(table.get(key, "nan")))
+                        except ValueError:
+                            values[key].append(float("nan"))
+                table = {}
+    return np.asarray(steps, dtype=int), {key: np.asarray(series) for key, series in values.items()}
+
+
+def collect(root: str) -> list[dict[str, Any]]:
+    """One row per evaluation of every cell under ``root`` that has evaluations (finished or not), with the mean
+    length of its episodes and the training values logged last before it (``train_std``: the action noise,
+    ``train_learning_rate``, ``train_approx_kl``, ``train_kl_coef``: beta)."""
+    rows = []
+    for seed_folder in sorted(glob.glob(os.path.join(root, "*", "*", "seed_*"))):
+        if not os.path.isdir(seed_folder) or ".interrupted-" in seed_folder:
+            continue
+        run_folder = _run_folder(seed_folder)
+        if run_folder is None:
+            continue
+        task_folder, variant = os.path.split(os.path.dirname(seed_folder))
+        done_path = os.path.join(seed_folder, DONE_FILE)
+        task = _task_of_run(run_folder) or os.path.basename(task_folder)
+        finished = os.path.isfile(done_path)
+        if finished:
+            with open(done_path, encoding="utf-8") as stream:
+                task = json.load(stream)["task"]
+        evaluations = np.load(os.path.join(run_folder, "evaluations.npz"))
+        clock_steps, clock_seconds = training_clock(run_folder)
+        seed = int(seed_folder.rsplit("_", 1)[1])
+        successes = evaluations["successes"] if "successes" in evaluations.files else np.empty((0, 0))
+        log_steps, log_values = train_log_values(os.path.join(seed_folder, "train.log"))
+        for index, (timesteps, results) in enumerate(zip(evaluations["timesteps"], evaluations["results"], strict=True)):
+            reached = np.searchsorted(clock_steps, timesteps)
+            wall = float(clock_seconds[reached]) if reached < len(clock_seconds) else float("nan")
+            success_rate = float(np.mean(successes[index])) if index < len(successes) and successes[index].size else None
+            logged = np.searchsorted(log_steps, timesteps, side="right") - 1
+            rows.append(
+                {
+                    "task": task,
+                    "variant": variant,
+                    "seed": seed,
+                    "kind": "periodic",
+                    "timesteps": int(timesteps),
+                    "episodes": len(results),
+                    "eval_mean": float(np.mean(results)),
+                    "eval_std": float(np.std(results)),
+                    "wall_s": round(wall, 1),
+                    "finished": finished,
+                    "success_rate": success_rate,
+                    "eval_length": float(np.mean(evaluations["ep_lengths"][index])),
+                    **{
+                        f"train_{key}": float(series[logged]) if logged >= 0 else float("nan")
+                        for key, series in log_values.items()
+                    },
+                }
+            )
+        final_path = os.path.join(seed_folder, FINAL_EVAL_FILE)
+        if finished and os.path.isfile(final_path):
+            with open(final_path, encoding="utf-8") as stream:
+                final = json.load(stream)
+            rows.append(
+                {
+                    "task": task,
+                    "variant": variant,
+                    "seed": seed,
+                    "kind": "final",
+                    "timesteps": final["timesteps"],
+                    "episodes": final["episodes"],
+                    "eval_mean": final["mean_return"],
+                    "eval_std": final["std_return"],
+                    "wall_s": float("nan"),
+                    "finished": True,
+                    "success_rate": final["successes"] / final["episodes"] if "successes" in final else None,
+                    "eval_length": final.get("mean_length", float("nan")),
+                    **{f"train_{key}": float("nan") for key in TRAIN_LOG_KEYS},
+                }
+            )
+    return rows
+
+
+def write_csv(rows: Sequence[dict[str, Any]], path: str) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as stream:
+        writer = csv.DictWriter(stream, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def read_csv(path: str) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as stream:
+        return [
+            {
+                **row,
+                "seed": int(row["seed"]),
+                "timesteps": int(row["timesteps"]),
+                "episodes": int(row["episodes"]),
+                "eval_mean": float(row["eval_mean"]),
+                "eval_std": float(row["eval_std"]),
+                "wall_s": float(row["wall_s"]),
+                "finished": row["finished"] == "True",
+                "success_rate": float(row["success_rate"]) if row.get("success_rate") else None,
+                **{key: float(row.get(key) or "nan") for key in CSV_FIELDS if key.startswith(("train_", "eval_length"))},
+            }
+            for row in csv.DictReader(stream)
+        ]

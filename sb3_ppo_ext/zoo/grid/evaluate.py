@@ -1,0 +1,77 @@
+"""Final evaluations of finished cells: many deterministic episodes of the final model from one fixed env seed, and the
+starts that every seed failed."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+
+from sb3_ppo_ext.pretrained import evaluate_agent
+from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, FINAL_EVAL_FILE, FINAL_EVAL_SEED
+from sb3_ppo_ext.zoo.packing import save_pretrained_from_run
+
+
+def evaluate_cells(root: str, episodes: int, tasks: Sequence[str] | None = None) -> list[str]:
+    """Evaluate the final model of every finished cell on ``episodes`` deterministic episodes from env seed
+    :data:`~sb3_ppo_ext.zoo.grid.cells.FINAL_EVAL_SEED` (the same starts for every cell), through the plain-data
+    agent files a shipped agent uses; writes ``final_eval.json`` into the cell. Cells already evaluated with as many
+    episodes are skipped."""
+    lines = []
+    for done_path in sorted(glob.glob(os.path.join(root, "*", "*", "seed_*", DONE_FILE))):
+        seed_folder = os.path.dirname(done_path)
+        with open(done_path, encoding="utf-8") as stream:
+            task = json.load(stream)["task"]
+        if tasks and task not in tasks:
+            continue
+        final_path = os.path.join(seed_folder, FINAL_EVAL_FILE)
+        if os.path.isfile(final_path):
+            with open(final_path, encoding="utf-8") as stream:
+                if json.load(stream)["episodes"] == episodes:
+                    lines.append(f"skip  {seed_folder} (evaluated)")
+                    continue
+        with tempfile.TemporaryDirectory() as agent:
+            try:
+                facts = save_pretrained_from_run(seed_folder, agent)
+            except ValueError as error:  # e.g. an off-policy actor (DDPG): not an actor-critic policy to pack
+                lines.append(f"skip  {seed_folder} (no final evaluation: {error}; report uses its periodic ones)")
+                continue
+            summary = {**evaluate_agent(agent, episodes, seed=FINAL_EVAL_SEED), "timesteps": facts["timesteps"]}
+        with open(final_path, "w", encoding="utf-8") as stream:
+            json.dump(summary, stream, indent=1)
+        lines.append(f"eval  {seed_folder}: {summary['mean_return']:.1f} over {episodes} episodes")
+    return lines
+
+
+def shared_failures(root: str) -> list[str]:
+    """Per task and variant, the starts of the final evaluations (``evaluate``: the same starts for every cell) that
+    failed for every seed, and for all but one: hard starts rather than one policy's slips. From the
+    ``failed_episodes`` of each finished cell's ``final_eval.json`` (tasks that report success)."""
+    failed: dict[tuple[str, str], dict[int, dict[int, str]]] = {}
+    for final_path in sorted(glob.glob(os.path.join(glob.escape(root), "*", "*", "seed_*", FINAL_EVAL_FILE))):
+        seed_folder = os.path.dirname(final_path)
+        with open(final_path, encoding="utf-8") as stream:
+            final = json.load(stream)
+        if "failed_episodes" not in final:
+            continue
+        with open(os.path.join(seed_folder, DONE_FILE), encoding="utf-8") as stream:
+            task = json.load(stream)["task"]
+        variant = os.path.basename(os.path.dirname(seed_folder))
+        seed = int(seed_folder.rsplit("_", 1)[1])
+        failed.setdefault((task, variant), {})[seed] = {int(index): why for index, why in final["failed_episodes"].items()}
+    lines = []
+    for (task, variant), per_seed in sorted(failed.items()):
+        counts: dict[int, int] = {}
+        for episodes in per_seed.values():
+            for index in episodes:
+                counts[index] = counts.get(index, 0) + 1
+        seeds = len(per_seed)
+        every = sorted(index for index, count in counts.items() if count == seeds)
+        all_but_one = sorted(index for index, count in counts.items() if count == seeds - 1) if seeds > 2 else []
+        lines.append(
+            f"{task} {variant}: {seeds} seeds, {sum(map(len, per_seed.values()))} failed episodes on "
+            f"{len(counts)} starts; failed by every seed: {every}; by all but one: {all_but_one}"
+        )
+    return lines

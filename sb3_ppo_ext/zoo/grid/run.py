@@ -1,0 +1,173 @@
+"""Running a grid: each cell through ``sb3-ppo-ext train`` in its own process, resumable, stoppable by SIGTERM; and
+snapshots of unfinished cells to carry them to another machine."""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from sb3_ppo_ext.callbacks.checkpoint import find_latest_checkpoint
+from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, Cell
+
+
+def _sb3_ppo_ext_command() -> list[str]:
+    script = shutil.which("sb3-ppo-ext", path=os.path.dirname(sys.executable))
+    return [script] if script else [sys.executable, "-m", "sb3_ppo_ext"]
+
+
+#: Set when the grid is told to stop (SIGTERM): no further cell starts.
+_STOPPING = threading.Event()
+
+
+#: The training processes running now, so that a stop reaches them.
+_TRAINING: set[subprocess.Popen] = set()
+
+
+def stop_training(signum: int = signal.SIGTERM, frame: Any = None) -> None:
+    """The grid's SIGTERM handler: start no further cell and pass the signal on to the training processes. Each cell
+    then records its session (wall clock, exit code) before the grid exits, so that an interrupted cell's time is
+    counted when it is resumed; without this the grid died before writing it."""
+    _STOPPING.set()
+    for process in list(_TRAINING):
+        process.send_signal(signum)
+
+
+def run_cell(cell: Cell, root: str) -> str:
+    """Train one cell unless it is done; returns what happened (one line for the log)."""
+    folder = cell.folder(root)
+    done_path = os.path.join(folder, DONE_FILE)
+    if os.path.isfile(done_path):
+        return f"skip  {folder} (done)"
+    if _STOPPING.is_set():
+        return f"stop  {folder} (not started: the grid was stopped)"
+    run_folder = _resumable_run(folder)
+    if run_folder is not None:
+        argv = cell.resume_argv(run_folder)
+    else:
+        if cell.trained_agent is not None and not os.path.isfile(cell.trained_agent):
+            return f"FAIL  {folder} (its trained_agent {cell.trained_agent} does not exist)"
+        if os.path.isdir(folder):
+            aside = f"{folder}.interrupted-{int(time.time())}"
+            os.replace(folder, aside)
+        os.makedirs(folder)
+        argv = cell.train_argv(folder)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    start = time.time()
+    with open(os.path.join(folder, "train.log"), "a", encoding="utf-8") as log:
+        log.write(shlex.join(["sb3-ppo-ext", *argv]) + "\n")
+        log.flush()
+        process = subprocess.Popen([*_sb3_ppo_ext_command(), *argv], stdout=log, stderr=subprocess.STDOUT, env=env)
+        _TRAINING.add(process)
+        if _STOPPING.is_set():  # stopped while this cell was starting, before the signal could reach it
+            process.send_signal(signal.SIGTERM)
+        try:
+            returncode = process.wait()
+        finally:
+            _TRAINING.discard(process)
+    wall = time.time() - start
+    sessions_path = os.path.join(folder, "sessions.jsonl")
+    with open(sessions_path, "a", encoding="utf-8") as stream:
+        stream.write(json.dumps({"wall_s": round(wall, 1), "exit": returncode, "command": argv}) + "\n")
+    if returncode != 0:
+        if _STOPPING.is_set():
+            return f"stop  {folder} (stopped after {wall:.0f} s; `run` takes it up again)"
+        return f"FAIL  {folder} (exit {returncode}, see train.log)"
+    with open(sessions_path, encoding="utf-8") as stream:
+        total = sum(json.loads(line)["wall_s"] for line in stream if line.strip())
+    with open(done_path, "w", encoding="utf-8") as stream:
+        json.dump(
+            {**dataclasses.asdict(cell), "wall_s": total, "command": ["sb3-ppo-ext", *cell.train_argv(folder)]},
+            stream,
+            indent=1,
+        )
+    resumed = " in several sessions" if run_folder is not None else ""
+    return f"done  {folder} ({total:.0f} s{resumed})"
+
+
+def _resumable_run(cell_folder: str) -> str | None:
+    """The rl-zoo3 run folder of an unfinished cell when it saved a checkpoint or a final model to continue from (a
+    cell stopped mid-run, or a finished run copied in to be trained on to a larger budget), else ``None``."""
+    for args_path in sorted(glob.glob(os.path.join(glob.escape(cell_folder), "*", "*", "*", "args.yml"))):
+        params_folder = os.path.dirname(args_path)
+        run_folder = os.path.dirname(params_folder)
+        final_model = os.path.join(run_folder, os.path.basename(params_folder) + ".zip")
+        if glob.glob(os.path.join(glob.escape(run_folder), "rl_model_*_steps.zip")) or os.path.isfile(final_model):
+            return run_folder
+    return None
+
+
+def snapshot_cells(root: str, destination: str) -> list[str]:
+    """Copy what each unfinished cell under ``root`` needs to be resumed elsewhere into ``destination``, same layout.
+
+    For a run of more than one session on a machine that may not come back: its newest intact checkpoint (model zip
+    and ``VecNormalize`` statistics, pickle and plain twin), the run's settings (``<env>/`` with ``args.yml``,
+    ``config.yml``), ``evaluations.npz``, the monitor files, and the cell's ``train.log`` / ``sessions.jsonl``. Older
+    snapshots of a cell are replaced. Copy ``destination`` back under a root (any files missing there) and ``run``
+    resumes the cell. Finished cells are left out: collect their results instead.
+
+    :returns: one line per cell copied.
+    """
+    lines = []
+    for cell_folder in sorted(glob.glob(os.path.join(glob.escape(root), "*", "*", "seed_*"))):
+        run_folder = _resumable_run(cell_folder)
+        if run_folder is None or os.path.isfile(os.path.join(cell_folder, DONE_FILE)):
+            continue
+        checkpoint = find_latest_checkpoint(run_folder)
+        if checkpoint is None:
+            continue
+        target_cell = os.path.join(destination, os.path.relpath(cell_folder, root))
+        if os.path.isdir(target_cell):
+            shutil.rmtree(target_cell)
+        target_run = os.path.join(target_cell, os.path.relpath(run_folder, cell_folder))
+        os.makedirs(target_run)
+        files = [
+            checkpoint.model_path,
+            checkpoint.vecnormalize_path,
+            checkpoint.statistics_path,
+            os.path.join(run_folder, "evaluations.npz"),
+            *glob.glob(os.path.join(glob.escape(run_folder), "*.monitor.csv")),
+        ]
+        for path in files:
+            if path is not None and os.path.isfile(path):
+                shutil.copy2(path, target_run)
+        for name in ("train.log", "sessions.jsonl"):
+            if os.path.isfile(os.path.join(cell_folder, name)):
+                shutil.copy2(os.path.join(cell_folder, name), target_cell)
+        for params in glob.glob(os.path.join(glob.escape(run_folder), "*", "args.yml")):
+            shutil.copytree(
+                os.path.dirname(params),
+                os.path.join(target_run, os.path.basename(os.path.dirname(params))),
+                ignore=shutil.ignore_patterns("*.pkl", "*.npz"),
+            )
+        lines.append(f"saved {target_cell} at {checkpoint.num_timesteps} steps")
+    return lines
+
+
+def run_grid(cells: Sequence[Cell], root: str, jobs: int) -> bool:
+    """Run the cells, ``jobs`` at a time; True when every cell is done. SIGTERM stops it cleanly
+    (:func:`stop_training`)."""
+    _STOPPING.clear()
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous_handler = signal.signal(signal.SIGTERM, stop_training) if in_main_thread else None
+    try:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            outcomes = []
+            for line in pool.map(lambda cell: run_cell(cell, root), cells):
+                print(line, flush=True)
+                outcomes.append(line)
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous_handler if previous_handler is not None else signal.SIG_DFL)
+    return not any(line.startswith(("FAIL", "stop")) for line in outcomes)

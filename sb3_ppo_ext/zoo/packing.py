@@ -1,0 +1,93 @@
+"""Packing the model of an rl-zoo3 run as a shipped agent (:mod:`sb3_ppo_ext.pretrained`).
+
+**This unpickles the run's model zip and ``vecnormalize.pkl``: use it only on runs you made.**
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pickle
+import re
+from typing import Any
+
+import numpy as np
+from rl_zoo3.utils import ALGOS
+
+from sb3_ppo_ext.callbacks.checkpoint import list_checkpoints, model_checkpoint_path
+from sb3_ppo_ext.pretrained.saving import save_pretrained
+from sb3_ppo_ext.zoo.experiment import register_algorithm
+from sb3_ppo_ext.zoo.hyperparams import check_run_folder
+from sb3_ppo_ext.zoo.loading import played_model_statistics
+
+
+def find_zoo_run(folder: str) -> str:
+    """The rl-zoo3 run folder (``<algo>/<env>_<n>``, holding ``<env>/config.yml``) that is ``folder`` or lies under it
+    (the newest one, e.g. inside a ``benchmarks/grid.py`` cell folder).
+
+    :raises ValueError: when there is none.
+    """
+    if glob.glob(os.path.join(glob.escape(folder), "*", "config.yml")):
+        return folder
+    runs = sorted(glob.glob(os.path.join(glob.escape(folder), "*", "*", "*", "config.yml")), key=os.path.getmtime)
+    if not runs:
+        raise ValueError(f"no rl-zoo3 run (a folder with <env>/config.yml) in {folder!r}")
+    return os.path.dirname(os.path.dirname(runs[-1]))
+
+
+def save_pretrained_from_run(
+    folder: str, destination: str, *, model: str = "final", provenance: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Pack the final model of an rl-zoo3 run (or its ``"best"`` one, or a checkpoint) as an agent folder (see
+    :func:`~sb3_ppo_ext.pretrained.saving.save_pretrained`), with the statistics saved with that model.
+
+    **This unpickles the run's model zip and ``vecnormalize.pkl``: use it only on runs you made.** Needs the ``zoo``
+    extra (the run's algorithm is looked up in rl-zoo3's registry).
+
+    :param folder: an rl-zoo3 run folder or a folder above one (see :func:`find_zoo_run`).
+    :param destination: the agent folder to write.
+    :param model: ``"final"`` (``<env>.zip``), ``"best"`` (``best_model.zip``) or ``"checkpoint:<steps>"``
+        (``rl_model_<steps>_steps.zip``, the ``--save-freq`` checkpoint with its own statistics).
+    :param provenance: extra provenance entries (kept with the run's own: algorithm, seed, steps, last evaluation).
+    :returns: the provenance written.
+    """
+    checkpoint = re.fullmatch(r"checkpoint:(\d+)", model)
+    if model not in ("final", "best") and checkpoint is None:
+        raise ValueError(f"model must be 'final', 'best' or 'checkpoint:<steps>', got {model!r}")
+    run = find_zoo_run(folder)
+    (params,) = [os.path.dirname(path) for path in glob.glob(os.path.join(glob.escape(run), "*", "config.yml"))]
+    settings = check_run_folder(params)
+    run_args, config = settings.arguments, settings.config
+    if checkpoint is not None:
+        model_path = model_checkpoint_path(run, "rl_model", int(checkpoint[1]))
+        if not os.path.isfile(model_path):
+            saved = [saved.num_timesteps for saved in list_checkpoints(run)]
+            raise ValueError(f"no checkpoint {model_path}; the run has checkpoints at {saved or 'no steps'}")
+    else:
+        model_path = os.path.join(run, "best_model.zip" if model == "best" else f"{os.path.basename(params)}.zip")
+    register_algorithm()
+    trained = ALGOS[run_args["algo"]].load(model_path, device="cpu")
+    statistics = None
+    statistics_file = played_model_statistics(run, os.path.basename(params), load_best=model == "best",
+                                              load_checkpoint=None if checkpoint is None else checkpoint[1])
+    if os.path.isfile(statistics_file):
+        with open(statistics_file, "rb") as stream:
+            statistics = pickle.load(stream)
+    facts: dict[str, Any] = {"algo": run_args["algo"], "seed": run_args["seed"], "timesteps": int(trained.num_timesteps),
+                             "model": model, "training_vec_env": run_args.get("vec_env"),
+                             "torch_threads": run_args.get("num_threads"),
+                             "hyperparams_overrides": run_args.get("hyperparams")}
+    if os.path.isfile(os.path.join(run, "evaluations.npz")):
+        with np.load(os.path.join(run, "evaluations.npz")) as evaluations:
+            # The run's last evaluation up to the packed model (a checkpoint's: the last one at or before its steps).
+            last = len(evaluations["timesteps"]) - 1
+            if checkpoint is not None:
+                last = int(np.searchsorted(evaluations["timesteps"], trained.num_timesteps, side="right")) - 1
+            if last >= 0:
+                facts["final_eval_mean"] = float(evaluations["results"][last].mean())
+                facts["final_eval_timesteps"] = int(evaluations["timesteps"][last])
+    facts.update(provenance or {})
+    save_pretrained(trained, destination, env_id=run_args["env"], vec_normalize=statistics,
+                    env_kwargs=config.get("env_kwargs"), env_wrapper=config.get("env_wrapper"),
+                    frame_stack=config.get("frame_stack"), hyperparams=config, provenance=facts)
+    return facts
