@@ -223,7 +223,7 @@ def compare(ours_id: str, reference_id: str, steps: int, rounds: int, seed: int 
         "ours": max(ours_rates),
         "reference": max(reference_rates),
         "ceiling": max(ceiling_rates),
-        "median_ratio": statistics.median(o / r for o, r in zip(ours_rates, reference_rates)),
+        "median_ratio": statistics.median(o / r for o, r in zip(ours_rates, reference_rates, strict=True)),
     }
 
 

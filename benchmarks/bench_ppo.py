@@ -61,8 +61,9 @@ CONFIGS: dict[str, dict[str, Any]] = {
             learning_rate=3e-5,
             use_sde=True,
             clip_range=0.4,
-            policy_kwargs=dict(log_std_init=-2, ortho_init=False, activation_fn=th.nn.ReLU,
-                               net_arch=dict(pi=[256, 256], vf=[256, 256])),
+            policy_kwargs=dict(
+                log_std_init=-2, ortho_init=False, activation_fn=th.nn.ReLU, net_arch=dict(pi=[256, 256], vf=[256, 256])
+            ),
         ),
     ),
 }
@@ -236,8 +237,10 @@ def main() -> None:
                     results[label].append(measure(algorithm, args.env, config, args.iterations, repeat, extra))
         ceiling = env_only_rate(args.env, config)
         floor = update_floor_ms_per_step(args.env, config)
-        print(f"\n== {args.env}, config '{name}' ({config['n_envs']} envs), {args.threads} torch thread(s), "
-              f"{args.repeats} alternating runs each ==")
+        print(
+            f"\n== {args.env}, config '{name}' ({config['n_envs']} envs), {args.threads} torch thread(s), "
+            f"{args.repeats} alternating runs each =="
+        )
         print(f"env only (random actions, same VecEnv stack): {ceiling:8.0f} steps/s")
         print(f"update floor (the networks' forward+backward+Adam alone, CPU time): {floor:.3f} ms per env step")
         medians, cpu_medians = {}, {}
@@ -255,8 +258,10 @@ def main() -> None:
         reference = "ours" if args.no_sb3 else "SB3 PPO"
         for label in contenders:
             if label != reference:
-                print(f"speed-up ({label} / {reference}, medians): {medians[label] / medians[reference]:.2f}x "
-                      f"wall-clock, {cpu_medians[label] / cpu_medians[reference]:.2f}x per CPU second")
+                print(
+                    f"speed-up ({label} / {reference}, medians): {medians[label] / medians[reference]:.2f}x "
+                    f"wall-clock, {cpu_medians[label] / cpu_medians[reference]:.2f}x per CPU second"
+                )
 
 
 if __name__ == "__main__":

@@ -145,13 +145,26 @@ def build_vec_env(kind: str, env_id: str, n_envs: int, workers: int) -> VecEnv:
         return make_vec_env(env_id, n_envs, seed=0, vec_env_cls=SubprocVecEnv)
     if kind == "shared":
         # make_vec_env's annotation names only SB3's two classes; any VecEnv taking env_fns works
-        return make_vec_env(env_id, n_envs, seed=0, vec_env_cls=SharedMemoryVecEnv,  # type: ignore[arg-type]
-                            vec_env_kwargs={"n_workers": workers})
+        return make_vec_env(
+            env_id,
+            n_envs,
+            seed=0,
+            vec_env_cls=SharedMemoryVecEnv,  # type: ignore[arg-type]
+            vec_env_kwargs={"n_workers": workers},
+        )
     if kind == "ray":
         from sb3_ppo_ext.vec_env import RayVecEnv
 
-        return make_vec_env(env_id, n_envs, seed=0, vec_env_cls=RayVecEnv, vec_env_kwargs={  # type: ignore[arg-type]
-            "envs_per_actor": -(-n_envs // workers), "actor_options": {"num_cpus": 0}})
+        return make_vec_env(
+            env_id,
+            n_envs,
+            seed=0,
+            vec_env_cls=RayVecEnv,
+            vec_env_kwargs={  # type: ignore[arg-type]
+                "envs_per_actor": -(-n_envs // workers),
+                "actor_options": {"num_cpus": 0},
+            },
+        )
     raise ValueError(f"unknown VecEnv kind {kind!r}")
 
 
@@ -176,13 +189,14 @@ def alternate(subjects: list[Subject], run: Callable[[Any], int], rounds: int) -
 def print_table(title: str, subjects: list[Subject], extra: dict[str, str] | None = None, extra_title: str = "") -> None:
     print(f"\n{title}\n{'VecEnv':<20}{'steps/s':>10}{'/ Dummy':>9}{'CPU us/step':>13}{'memory MiB':>12}  {extra_title}")
     for subject in subjects:
-        print(f"{subject.name:<20}{statistics.median(subject.rates):>10.0f}{statistics.median(subject.ratios):>9.2f}"
-              f"{statistics.median(subject.cpu_us):>13.0f}{subject.memory_mib():>12.0f}  "
-              f"{(extra or {}).get(subject.name, '')}")
+        print(
+            f"{subject.name:<20}{statistics.median(subject.rates):>10.0f}{statistics.median(subject.ratios):>9.2f}"
+            f"{statistics.median(subject.cpu_us):>13.0f}{subject.memory_mib():>12.0f}  "
+            f"{(extra or {}).get(subject.name, '')}"
+        )
 
 
-def build_subjects(kinds: list[str], env_id: str, n_envs: int, workers: int,
-                   wrap: Callable[[VecEnv], Any]) -> list[Subject]:
+def build_subjects(kinds: list[str], env_id: str, n_envs: int, workers: int, wrap: Callable[[VecEnv], Any]) -> list[Subject]:
     """Build each VecEnv (and what is timed on it), recording how far it grew the driver's resident memory."""
     subjects = []
     for kind in kinds:
@@ -212,8 +226,9 @@ def bench_collection(kinds: list[str], env_id: str, n_envs: int, workers: int, s
                 subject.vec_env.step(step_actions)
             subject.driver_kib += proc_status_kib("self", "VmRSS") - before
         alternate(subjects, run, rounds)
-        print_table(f"Collection, {env_id}, {n_envs} envs, random actions (median of {rounds} rounds of {steps} steps)",
-                    subjects)
+        print_table(
+            f"Collection, {env_id}, {n_envs} envs, random actions (median of {rounds} rounds of {steps} steps)", subjects
+        )
     finally:
         for subject in subjects:
             subject.vec_env.close()
@@ -243,8 +258,9 @@ def timed_method(owner: Any, name: str, timers: Timers, slot: str) -> None:
     setattr(owner, name, wrapper)
 
 
-def bench_training(kinds: list[str], env_id: str, n_envs: int, workers: int, iterations: int, rounds: int,
-                   n_steps: int | None) -> None:
+def bench_training(
+    kinds: list[str], env_id: str, n_envs: int, workers: int, iterations: int, rounds: int, n_steps: int | None
+) -> None:
     from sb3_ppo_ext import PPO
 
     hyperparams, _, normalize = zoo_block(env_id)
@@ -273,22 +289,32 @@ def bench_training(kinds: list[str], env_id: str, n_envs: int, workers: int, ite
         breakdown = {}
         for subject in subjects:
             spent = timers[id(subject.timed)]
-            breakdown[subject.name] = (f"{spent.collect / total_iterations:7.2f} {spent.step_wait / total_iterations:9.2f} "
-                                       f"{spent.update / total_iterations:7.2f}")
-        print_table(f"Training (PPO.learn), {env_id} block, {n_envs} envs, n_steps {hyperparams['n_steps']}, "
-                    f"{iterations} iteration(s) per round (median of {rounds} rounds)", subjects, breakdown,
-                    "s per iteration: collect (in step_wait) update")
+            breakdown[subject.name] = (
+                f"{spent.collect / total_iterations:7.2f} {spent.step_wait / total_iterations:9.2f} "
+                f"{spent.update / total_iterations:7.2f}"
+            )
+        print_table(
+            f"Training (PPO.learn), {env_id} block, {n_envs} envs, n_steps {hyperparams['n_steps']}, "
+            f"{iterations} iteration(s) per round (median of {rounds} rounds)",
+            subjects,
+            breakdown,
+            "s per iteration: collect (in step_wait) update",
+        )
     finally:
         for subject in subjects:
             subject.timed.env.close()
 
 
 def bench_overhead(calls: int) -> None:
-    print(f"\nPer-step overhead (CartPole; best of 3 x {calls} steps), microseconds per step\n"
-          f"{'envs':>5}{'Dummy':>8}{'Subproc':>9}{'SharedMemory, 1 worker':>24}")
+    print(
+        f"\nPer-step overhead (CartPole; best of 3 x {calls} steps), microseconds per step\n"
+        f"{'envs':>5}{'Dummy':>8}{'Subproc':>9}{'SharedMemory, 1 worker':>24}"
+    )
     for n_envs in (1, 8):
-        vec_envs = [make_vec_env("CartPole-v1", n_envs, seed=0, vec_env_cls=cls, vec_env_kwargs=kwargs)  # type: ignore[arg-type]
-                    for cls, kwargs in ((DummyVecEnv, None), (SubprocVecEnv, None), (SharedMemoryVecEnv, {"n_workers": 1}))]
+        vec_envs = [
+            make_vec_env("CartPole-v1", n_envs, seed=0, vec_env_cls=cls, vec_env_kwargs=kwargs)  # type: ignore[arg-type]
+            for cls, kwargs in ((DummyVecEnv, None), (SubprocVecEnv, None), (SharedMemoryVecEnv, {"n_workers": 1}))
+        ]
         actions = np.zeros((calls, n_envs), dtype=np.int64)
         try:
             best = []
@@ -310,18 +336,31 @@ def bench_overhead(calls: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--blocks", nargs="+", choices=list(BLOCKS), default=list(BLOCKS))
-    parser.add_argument("--vec-envs", nargs="+", choices=list(VEC_ENV_NAMES), default=["dummy", "subproc", "shared"],
-                        help="VecEnvs to compare (DummyVecEnv always; ray needs the ray extra)")
+    parser.add_argument(
+        "--vec-envs",
+        nargs="+",
+        choices=list(VEC_ENV_NAMES),
+        default=["dummy", "subproc", "shared"],
+        help="VecEnvs to compare (DummyVecEnv always; ray needs the ray extra)",
+    )
     parser.add_argument("--workers", type=int, default=2, help="SharedMemoryVecEnv workers (and RayVecEnv actors)")
     parser.add_argument("--n-envs", type=int, default=None, help="envs of every block (default: the block's n_envs)")
-    parser.add_argument("--subproc-max-envs", type=int, default=32,
-                        help="leave SubprocVecEnv out of blocks with more envs (one process of ~220 MB per env)")
+    parser.add_argument(
+        "--subproc-max-envs",
+        type=int,
+        default=32,
+        help="leave SubprocVecEnv out of blocks with more envs (one process of ~220 MB per env)",
+    )
     parser.add_argument("--steps", type=int, default=64, help="collection steps per env per round")
     parser.add_argument("--rounds", type=int, default=3, help="collection rounds")
     parser.add_argument("--train-iterations", type=int, default=1, help="PPO iterations (rollout + update) per round")
     parser.add_argument("--train-rounds", type=int, default=3)
-    parser.add_argument("--n-steps", type=int, default=None,
-                        help="rollout steps per env for training (default: the block's; smaller for a quick run)")
+    parser.add_argument(
+        "--n-steps",
+        type=int,
+        default=None,
+        help="rollout steps per env for training (default: the block's; smaller for a quick run)",
+    )
     parser.add_argument("--no-collection", action="store_true")
     parser.add_argument("--no-training", action="store_true")
     parser.add_argument("--overhead", action="store_true", help="also time the per-step communication overhead")
@@ -348,8 +387,10 @@ def main() -> None:
     if args.overhead:
         bench_overhead(args.calls)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"\nPeak resident memory of this process (driver, DummyVecEnv's envs included): {peak:.0f} MiB; "
-          f"load average now {os.getloadavg()[0]:.1f}")
+    print(
+        f"\nPeak resident memory of this process (driver, DummyVecEnv's envs included): {peak:.0f} MiB; "
+        f"load average now {os.getloadavg()[0]:.1f}"
+    )
 
 
 if __name__ == "__main__":

@@ -23,7 +23,15 @@ import sys
 
 import numpy as np
 
-from sb3_ppo_ext.pretrained import add_provenance, agent_folder, evaluate_agent, list_pretrained, read_agent
+from sb3_ppo_ext.pretrained import (
+    AGENT_FILE,
+    WEIGHTS_FILE,
+    add_provenance,
+    agent_folder,
+    evaluate_agent,
+    list_pretrained,
+    read_agent,
+)
 from sb3_ppo_ext.zoo.grid.collect import training_clock
 from sb3_ppo_ext.zoo.hyperparams import load_run_yaml
 from sb3_ppo_ext.zoo.packing import find_zoo_run, save_pretrained_from_run
@@ -51,7 +59,9 @@ def agents_table() -> str:
         if "with_a_flag" in shipped:
             played += f", a flag reached in {shipped['with_a_flag']} ({shipped['mean_flags']:.1f} per episode)"
         wall = provenance.get("training_wall_s")
-        size = sum(os.path.getsize(os.path.join(folder, name)) for name in os.listdir(folder))
+        # The agent's own files (settings and observation statistics in agent.json, weights in policy.npz), not the
+        # model card beside them (README.md, curve.png, picture.png, picture.json).
+        size = sum(os.path.getsize(os.path.join(folder, name)) for name in (AGENT_FILE, WEIGHTS_FILE))
         lines.append(
             f"| `{env_id}` | {provenance.get('seed')} | {provenance.get('timesteps', 0) / 1e6:.2f}M | "
             f"{provenance.get('final_eval_mean', float('nan')):.0f} | {played} | "

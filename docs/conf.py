@@ -17,10 +17,10 @@ import importlib.util
 import os
 import sys
 
-DOCS = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(DOCS, "_ext"))
-
 import sb3_ppo_ext  # the installed package: pip install -e ".[docs]"
+
+DOCS = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(DOCS, "_ext"))  # our extensions, named in `extensions` below
 
 project = "sb3_ppo_ext"
 author = "sb3_ppo_ext contributors"
@@ -65,6 +65,7 @@ nitpick_ignore_regex = [
     (r"py:.*", r"(?!sb3_ppo_ext\b).*"),
     (r"py:.*", r".*\._\w+"),  # private classes in type hints (a loader's return type...)
     (r"py:class", r".*\.Self[A-Z]\w*"),  # SB3-style TypeVars of ``learn``'s return type
+    (r"py:(class|obj)", r"sb3_ppo_ext\.ppo\.compiled\.F"),  # the type variable of ``CompiledOrEager``'s function
 ]
 
 html_theme = "sphinx_rtd_theme"

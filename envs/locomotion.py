@@ -214,8 +214,12 @@ def check_quirks(value: bool | Sequence[str] | frozenset[str]) -> frozenset[str]
     collection of their names (``ValueError`` for anything else)."""
     if isinstance(value, bool):
         return frozenset(REFERENCE_QUIRKS) if value else frozenset()
-    check_that(not isinstance(value, str) and isinstance(value, (Sequence, set, frozenset)), "reference_quirks", value,
-               f"be True, False or a collection of names from {REFERENCE_QUIRKS}")
+    check_that(
+        not isinstance(value, str) and isinstance(value, (Sequence, set, frozenset)),
+        "reference_quirks",
+        value,
+        f"be True, False or a collection of names from {REFERENCE_QUIRKS}",
+    )
     check_known_keys("reference_quirks", value, REFERENCE_QUIRKS, what="quirk name")
     return frozenset(value)
 
@@ -230,8 +234,12 @@ def resolve_foot_contacts(foot_contacts: str | None, quirks: frozenset[str], def
     late = "late_foot_contacts" in quirks
     if foot_contacts is None:
         return "previous" if late else default
-    check_that(not (late and foot_contacts == "current"), "foot_contacts", foot_contacts,
-               "not be 'current' when reference_quirks holds 'late_foot_contacts' (which means 'previous')")
+    check_that(
+        not (late and foot_contacts == "current"),
+        "foot_contacts",
+        foot_contacts,
+        "not be 'current' when reference_quirks holds 'late_foot_contacts' (which means 'previous')",
+    )
     return foot_contacts
 
 
@@ -405,7 +413,7 @@ class MJCFRobot:
 
     def reset_joints(self, positions: np.ndarray) -> None:
         """Put the actuated joints at ``positions`` with zero velocity."""
-        for index, position in zip(self.joint_indices, positions):
+        for index, position in zip(self.joint_indices, positions, strict=True):
             self.client.resetJointState(self.body_id, index, float(position), 0.0)
 
     def feet_contacts(self, floor_id: int) -> list[float]:
@@ -429,7 +437,7 @@ class MJCFRobot:
 
     def set_mass_scales(self, scales: np.ndarray) -> None:
         """Set every body's mass to its nominal mass times ``scales`` (base first, then links)."""
-        for link, mass in zip([-1, *self.part_links], self.masses * scales):
+        for link, mass in zip([-1, *self.part_links], self.masses * scales, strict=True):
             if mass > 0.0:
                 self.client.changeDynamics(self.body_id, link, mass=float(mass))
 
@@ -663,7 +671,7 @@ class LocomotionEnv(gymnasium.Env):
             info["physics_blowup"] = True
         reward = 0.0
         weights = self.weights
-        for name, key in zip(self.reward_terms, self._info_keys):
+        for name, key in zip(self.reward_terms, self._info_keys, strict=True):
             term = weights[name] * raw_terms[name]
             info[key] = term
             reward += term

@@ -162,8 +162,7 @@ class RewardWeights:
             return cls()
         if isinstance(value, cls):
             return value
-        check_that(isinstance(value, Mapping), "reward_weights", value,
-                   "be None, a RewardWeights or a mapping of its fields")
+        check_that(isinstance(value, Mapping), "reward_weights", value, "be None, a RewardWeights or a mapping of its fields")
         check_known_keys("reward_weights", value, [field.name for field in fields(cls)], what="term")
         return cls(**value)
 
@@ -511,14 +510,23 @@ class RocketLanderEnv(gym.Env):
         for name, value in (("success_tilt", success_tilt), ("start_tilt", start_tilt)):
             check_that(value < crash_tilt, name, value, f"be below crash_tilt ({crash_tilt})")
         start_altitude = check_pair("start_altitude", start_altitude)
-        check_that(0 < start_altitude[0] <= start_altitude[1], "start_altitude", start_altitude,
-                   "be (low, high) with 0 < low <= high")
+        check_that(
+            0 < start_altitude[0] <= start_altitude[1], "start_altitude", start_altitude, "be (low, high) with 0 < low <= high"
+        )
         start_vertical_speed = check_pair("start_vertical_speed", start_vertical_speed)
-        check_that(start_vertical_speed[0] <= start_vertical_speed[1], "start_vertical_speed", start_vertical_speed,
-                   "be (low, high) with low <= high")
+        check_that(
+            start_vertical_speed[0] <= start_vertical_speed[1],
+            "start_vertical_speed",
+            start_vertical_speed,
+            "be (low, high) with low <= high",
+        )
         bounds = check_pair("bounds", bounds)
-        check_that(bounds[0] > start_offset and bounds[1] > start_altitude[1], "bounds", bounds,
-                   "be (lateral, vertical) beyond the start ranges")
+        check_that(
+            bounds[0] > start_offset and bounds[1] > start_altitude[1],
+            "bounds",
+            bounds,
+            "be (lateral, vertical) beyond the start ranges",
+        )
         self.weights = RewardWeights.from_value(reward_weights)
 
         self.start_altitude = start_altitude
@@ -554,9 +562,7 @@ class RocketLanderEnv(gym.Env):
             if client.is_gui:
                 client.configureDebugVisualizer(pybullet.COV_ENABLE_GUI, 0)
             client.setGravity(0.0, 0.0, -STANDARD_GRAVITY)
-            client.setPhysicsEngineParameter(
-                fixedTimeStep=self.physics_time_step, numSolverIterations=10, numSubSteps=0
-            )
+            client.setPhysicsEngineParameter(fixedTimeStep=self.physics_time_step, numSolverIterations=10, numSubSteps=0)
             self.world = DroneShipWorld(client, world_parameters, self.dt)
             self.vehicle = RocketVehicle(client, vehicle_parameters, self.dt)
             self.renderer = LanderRenderer(client) if self.render_mode is not None else None
@@ -661,9 +667,7 @@ class RocketLanderEnv(gym.Env):
         state = landing_state(vehicle.read(world.deck_id), world.deck_position, world.deck_velocity)
         vehicle.cut_off_at_touchdown()
         observation = self._observation(state)
-        terms, terminated, crash_reason, landed = self.task.step(
-            state, fuel_burnt, abs(rcs_x) + abs(rcs_y) + abs(rcs_roll)
-        )
+        terms, terminated, crash_reason, landed = self.task.step(state, fuel_burnt, abs(rcs_x) + abs(rcs_y) + abs(rcs_roll))
         reward = sum(terms.values())
         if self.render_mode == "human":
             self.render()

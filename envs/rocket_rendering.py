@@ -73,6 +73,12 @@ class LanderRenderer:
             self.client.resetDebugVisualizerCamera(distance, CAMERA_YAW, CAMERA_PITCH, list(target))
             return None
         return render_camera(
-            self.client, target, distance, yaw=CAMERA_YAW, pitch=CAMERA_PITCH, width=320, height=240,
+            self.client,
+            target,
+            distance,
+            yaw=CAMERA_YAW,
+            pitch=CAMERA_PITCH,
+            width=320,
+            height=240,
             far=distance + 200.0,
         )

@@ -172,13 +172,24 @@ class VehicleParameters:
     rcs_roll_torque: float = 200.0
 
     def __post_init__(self) -> None:
-        for name in ("dry_mass", "fuel_mass", "thrust_to_weight", "min_throttle", "specific_impulse", "gimbal_rate",
-                     "throttle_rate"):
+        for name in (
+            "dry_mass",
+            "fuel_mass",
+            "thrust_to_weight",
+            "min_throttle",
+            "specific_impulse",
+            "gimbal_rate",
+            "throttle_rate",
+        ):
             check_positive(name, getattr(self, name))
         for name in ("gimbal_limit", "rcs_force", "rcs_roll_torque"):
             check_non_negative(name, getattr(self, name))
-        check_that(self.dry_mass > LEG_MASS * N_LEGS + ENGINE_MASS, "dry_mass", self.dry_mass,
-                   f"exceed the legs and engine ({LEG_MASS * N_LEGS + ENGINE_MASS} kg)")
+        check_that(
+            self.dry_mass > LEG_MASS * N_LEGS + ENGINE_MASS,
+            "dry_mass",
+            self.dry_mass,
+            f"exceed the legs and engine ({LEG_MASS * N_LEGS + ENGINE_MASS} kg)",
+        )
         check_that(self.min_throttle <= 1.0, "min_throttle", self.min_throttle, "be in (0, 1]")
         check_that(self.gimbal_limit < math.pi / 4, "gimbal_limit", self.gimbal_limit, "be in [0, pi/4)")
 
@@ -288,9 +299,7 @@ class RocketVehicle:
             linkJointAxis=[[0.0, 0.0, 1.0]] * count,
         )
         for link in range(-1, count):
-            client.changeDynamics(
-                body_id, link, lateralFriction=1.0, restitution=0.0, linearDamping=0.0, angularDamping=0.0
-            )
+            client.changeDynamics(body_id, link, lateralFriction=1.0, restitution=0.0, linearDamping=0.0, angularDamping=0.0)
         self.body_id = body_id
         self.fuel = self.initial_fuel_mass
         self.update_mass()
@@ -351,7 +360,11 @@ class RocketVehicle:
             else:
                 sea_contact = True
         self.position, self.velocity, self.axes, self.body_spin, self.contacts = (
-            position, velocity, axes, body_spin, contacts
+            position,
+            velocity,
+            axes,
+            body_spin,
+            contacts,
         )
         return VehicleReading(
             position, orientation, velocity, angular, axes, body_spin, contacts, body_contact, engine_contact, sea_contact

@@ -26,7 +26,9 @@ import importlib
 import importlib.util
 from typing import TYPE_CHECKING, Any
 
-from sb3_ppo_ext import envs  # noqa: F401  (registers the bundled tasks with gymnasium)
+# Registers the bundled tasks with gymnasium. sb3_ppo_ext.envs is the top-level envs/ folder (pyproject's package-dir),
+# a mapping mypy does not follow, hence the ignore.
+from sb3_ppo_ext import envs  # type: ignore[attr-defined]  # noqa: F401
 
 if TYPE_CHECKING:
     from sb3_ppo_ext.ppo import PPO
@@ -51,8 +53,8 @@ _LAZY_NAMES: dict[str, str] = {
 }
 
 __all__ = [
-    "HyperparameterError",
     "PPO",
+    "HyperparameterError",
     "PickleRefusedError",
     "__version__",
     "load_vecnormalize_without_pickles",

@@ -152,4 +152,3 @@ def nearest_short_name(name: str) -> str | None:
     by_lower = {short.lower(): short for short in _short_names()}
     near = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.8)
     return by_lower[near[0]] if near else None
-

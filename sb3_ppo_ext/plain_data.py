@@ -15,8 +15,19 @@ from gymnasium import spaces
 from torch import nn
 
 #: Policy keyword arguments kept as plain data; anything else in a model's ``policy_kwargs`` cannot be shipped.
-PLAIN_POLICY_KWARGS = frozenset({"net_arch", "log_std_init", "ortho_init", "squash_output", "full_std", "use_expln",
-                                 "share_features_extractor", "normalize_images", "activation_fn"})
+PLAIN_POLICY_KWARGS = frozenset(
+    {
+        "net_arch",
+        "log_std_init",
+        "ortho_init",
+        "squash_output",
+        "full_std",
+        "use_expln",
+        "share_features_extractor",
+        "normalize_images",
+        "activation_fn",
+    }
+)
 #: Policy keyword arguments that only matter for training (dropped when shipping).
 TRAINING_POLICY_KWARGS = frozenset({"optimizer_class", "optimizer_kwargs"})
 
@@ -28,8 +39,13 @@ def space_to_data(space: spaces.Space) -> dict[str, Any]:
     :raises ValueError: for any other kind of space.
     """
     if isinstance(space, spaces.Box):
-        return {"type": "Box", "low": space.low.tolist(), "high": space.high.tolist(), "shape": list(space.shape),
-                "dtype": str(space.dtype)}
+        return {
+            "type": "Box",
+            "low": space.low.tolist(),
+            "high": space.high.tolist(),
+            "shape": list(space.shape),
+            "dtype": str(space.dtype),
+        }
     if isinstance(space, spaces.Discrete):
         return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
     if isinstance(space, spaces.MultiDiscrete):
@@ -39,8 +55,10 @@ def space_to_data(space: spaces.Space) -> dict[str, Any]:
         return data
     if isinstance(space, spaces.MultiBinary):
         return {"type": "MultiBinary", "n": np.asarray(space.n).tolist()}
-    raise ValueError(f"cannot store a {type(space).__name__} space as plain data (Box, Discrete, MultiDiscrete, "
-                     f"MultiBinary are supported), got {space}")
+    raise ValueError(
+        f"cannot store a {type(space).__name__} space as plain data (Box, Discrete, MultiDiscrete, "
+        f"MultiBinary are supported), got {space}"
+    )
 
 
 def space_from_data(data: dict[str, Any], *, where: str = "the plain data") -> spaces.Space:
@@ -52,8 +70,12 @@ def space_from_data(data: dict[str, Any], *, where: str = "the plain data") -> s
     """
     kind = data.get("type")
     if kind == "Box":
-        return spaces.Box(np.array(data["low"], dtype=data["dtype"]), np.array(data["high"], dtype=data["dtype"]),
-                          shape=tuple(data["shape"]), dtype=data["dtype"])
+        return spaces.Box(
+            np.array(data["low"], dtype=data["dtype"]),
+            np.array(data["high"], dtype=data["dtype"]),
+            shape=tuple(data["shape"]),
+            dtype=data["dtype"],
+        )
     if kind == "Discrete":
         return spaces.Discrete(int(data["n"]), start=int(data.get("start", 0)))
     if kind == "MultiDiscrete":
@@ -80,12 +102,14 @@ def policy_kwargs_to_data(policy_kwargs: dict[str, Any]) -> dict[str, Any]:
         if key in TRAINING_POLICY_KWARGS:
             continue
         if key not in PLAIN_POLICY_KWARGS:
-            raise ValueError(f"cannot ship a policy with policy_kwargs[{key!r}] as plain data; supported: "
-                             f"{sorted(PLAIN_POLICY_KWARGS)}")
+            raise ValueError(
+                f"cannot ship a policy with policy_kwargs[{key!r}] as plain data; supported: {sorted(PLAIN_POLICY_KWARGS)}"
+            )
         if key == "activation_fn":
-            if not (isinstance(value, type) and issubclass(value, nn.Module) and getattr(nn, value.__name__, None) is value):
+            name = value.__name__ if isinstance(value, type) and issubclass(value, nn.Module) else None
+            if name is None or getattr(nn, name, None) is not value:
                 raise ValueError(f"activation_fn must be a torch.nn activation class to be shipped, got {value!r}")
-            value = value.__name__
+            value = name
         data[key] = value
     return json.loads(json.dumps(data))  # tuples -> lists; fails here, not when loading, if anything is not JSON
 

@@ -75,6 +75,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+from stable_baselines3.common import env_util
 from stable_baselines3.common.vec_env.base_vec_env import (
     CloudpickleWrapper,
     VecEnv,
@@ -112,16 +113,24 @@ class EnvWorkerError(RuntimeError):
     :param remote_traceback: the worker's traceback, where an env raised.
     """
 
-    def __init__(self, worker_index: int, pid: int | None, env_indices: Sequence[int], env_index: int | None,
-                 what: str, remote_traceback: str = ""):
+    def __init__(
+        self,
+        worker_index: int,
+        pid: int | None,
+        env_indices: Sequence[int],
+        env_index: int | None,
+        what: str,
+        remote_traceback: str = "",
+    ):
         self.worker_index = worker_index
         self.pid = pid
         self.env_indices = list(env_indices)
         self.env_index = env_index
         self.remote_traceback = remote_traceback
         subject = f"env {env_index} in worker {worker_index}" if env_index is not None else f"worker {worker_index}"
-        message = (f"{subject} (pid {pid}, holding envs {self.env_indices}) {what}; the workers were stopped and the "
-                   "VecEnv closed")
+        message = (
+            f"{subject} (pid {pid}, holding envs {self.env_indices}) {what}; the workers were stopped and the VecEnv closed"
+        )
         if remote_traceback:
             message += f"\n\nWorker traceback:\n{remote_traceback.rstrip()}"
         super().__init__(message)
@@ -213,7 +222,7 @@ class _EnvWorker:
     def attach(self, name: str, arrays: list[SharedArray], observation_keys: list[Any], block: range) -> None:
         """Map the shared segment and keep views of this worker's rows of each array."""
         self.segment = SharedMemory(name=name)
-        views = {array.name: array.view(self.segment)[block.start:block.stop] for array in arrays}
+        views = {array.name: array.view(self.segment)[block.start : block.stop] for array in arrays}
         self.observation_keys = observation_keys
         self.observations = [views[f"observation{position}"] for position in range(len(observation_keys))]
         self.rewards, self.dones, self.actions = views["rewards"], views["dones"], views.get("actions")
@@ -277,8 +286,6 @@ class _EnvWorker:
     def call(self, method: str, local_indices: Sequence[int], args: tuple) -> list[Any]:
         """``get_attr`` / ``set_attr`` / ``env_method`` / ``has_attr`` / ``is_wrapped`` / ``render`` for each env at
         ``local_indices``, as ``SubprocVecEnv``'s worker does them for its one env."""
-        from stable_baselines3.common.env_util import is_wrapped
-
         results = []
         for local in local_indices:
             self.current = local
@@ -296,7 +303,7 @@ class _EnvWorker:
                 except AttributeError:
                     results.append(False)
             elif method == "is_wrapped":
-                results.append(is_wrapped(env, args[0]))
+                results.append(env_util.is_wrapped(env, args[0]))
             elif method == "render":
                 results.append(env.render())
             else:
@@ -540,8 +547,14 @@ class SharedMemoryVecEnv(VecEnv):
     def _failure(self, worker: int, local: int | None, what: str, remote_traceback: str = "") -> EnvWorkerError:
         """The error for a failed worker, after closing the VecEnv (its envs' state is unknown)."""
         block = self.blocks[worker]
-        error = EnvWorkerError(worker, self._resources.processes[worker].pid, list(block),
-                               None if local is None else block.start + local, what, remote_traceback)
+        error = EnvWorkerError(
+            worker,
+            self._resources.processes[worker].pid,
+            list(block),
+            None if local is None else block.start + local,
+            what,
+            remote_traceback,
+        )
         self._abort(f" after a failure: {str(error).splitlines()[0]}")
         return error
 
@@ -633,7 +646,8 @@ class SharedMemoryVecEnv(VecEnv):
         """A copy of every env's observation from shared memory, as ``DummyVecEnv`` returns it."""
         arrays = self._resources.arrays
         copies = OrderedDict(
-            (key, arrays[f"observation{position}"].copy()) for position, key in enumerate(self._observation_keys))
+            (key, arrays[f"observation{position}"].copy()) for position, key in enumerate(self._observation_keys)
+        )
         return dict_to_obs(self.observation_space, copies)
 
     # -- VecEnv -----------------------------------------------------------------------------------------------------
@@ -641,8 +655,12 @@ class SharedMemoryVecEnv(VecEnv):
     def step_async(self, actions: np.ndarray) -> None:
         self._check_open()
         shared = self._resources.arrays.get("actions")
-        if shared is not None and isinstance(actions, np.ndarray) and actions.dtype == shared.dtype \
-                and actions.shape == shared.shape:
+        if (
+            shared is not None
+            and isinstance(actions, np.ndarray)
+            and actions.dtype == shared.dtype
+            and actions.shape == shared.shape
+        ):
             shared[...] = actions
             messages = [STEP] * len(self.blocks)
         else:  # another dtype or shape than the space's: each env gets exactly what it was given
@@ -669,11 +687,11 @@ class SharedMemoryVecEnv(VecEnv):
     def reset(self) -> VecEnvObs:
         self._check_open()
         for worker, block in enumerate(self.blocks):
-            data = (self._seeds[block.start:block.stop], self._options[block.start:block.stop])
+            data = (self._seeds[block.start : block.stop], self._options[block.start : block.stop])
             self._send(worker, pickle.dumps(("reset", data)), "reset")
         answers = self._gather(range(len(self.blocks)), "reset", self.timeout_s)
         for block, reset_infos in zip(self.blocks, answers, strict=True):
-            self.reset_infos[block.start:block.stop] = reset_infos
+            self.reset_infos[block.start : block.stop] = reset_infos
         # seeds and options are used once
         self._reset_seeds()
         self._reset_options()

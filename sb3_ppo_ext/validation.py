@@ -29,8 +29,15 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def check_number(name: str, value: Any, *, low: float | None = None, high: float | None = None,
-                 low_inclusive: bool = True, high_inclusive: bool = True) -> float:
+def check_number(
+    name: str,
+    value: Any,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_inclusive: bool = True,
+    high_inclusive: bool = True,
+) -> float:
     """Check that ``value`` is a finite real number within the given bounds and return it as a float.
 
     :param name: parameter name, used in the error message.
@@ -55,8 +62,7 @@ def check_positive(name: str, value: Any) -> float:
     return check_number(name, value, low=0.0, low_inclusive=False)
 
 
-def check_int(name: str, value: Any, *, minimum: int, maximum: int | None = None, limit: str = "",
-              hint: str = "") -> int:
+def check_int(name: str, value: Any, *, minimum: int, maximum: int | None = None, limit: str = "", hint: str = "") -> int:
     """Check that ``value`` is an integer of at least ``minimum`` (and at most ``maximum``) and return it as an ``int``.
 
     A float with an integral value (``2048.0``, ``1e6``: what YAML and scientific notation give) counts as that
@@ -65,14 +71,15 @@ def check_int(name: str, value: Any, *, minimum: int, maximum: int | None = None
     :param limit: the name of the constant ``maximum`` comes from (``"MAX_N_EPOCHS"``), quoted in the message.
     :param hint: what the user may have meant, added to the message of a value above ``maximum``.
     """
-    integral = isinstance(value, numbers.Integral) or isinstance(value, numbers.Real) and float(value).is_integer()
+    integral = isinstance(value, numbers.Integral) or (isinstance(value, numbers.Real) and float(value).is_integer())
     if isinstance(value, bool) or not integral:
         raise HyperparameterError(f"{name} must be an integer, got {value!r}")
     if value < minimum:
         raise HyperparameterError(f"{name} must be >= {minimum}, got {value!r}")
     if maximum is not None and value > maximum:
-        raise HyperparameterError(f"{name} must be <= {maximum}{f' ({limit})' if limit else ''}, got {value!r}"
-                                  f"{f': {hint}' if hint else ''}")
+        raise HyperparameterError(
+            f"{name} must be <= {maximum}{f' ({limit})' if limit else ''}, got {value!r}{f': {hint}' if hint else ''}"
+        )
     return int(value)
 
 
@@ -106,9 +113,10 @@ def _schedule_value(name: str, schedule: Any, progress: float) -> Any:
     failure of the function is reported as the setting's."""
     try:
         value = schedule(progress)
-    except Exception as error:  # noqa: BLE001  (whatever the user's function raises, the setting is what is wrong)
-        raise HyperparameterError(f"{name}: the schedule {schedule!r} fails at progress_remaining={progress:g} "
-                                  f"({type(error).__name__}: {error})") from error
+    except Exception as error:  # whatever the user's function raises, the setting is what is wrong
+        raise HyperparameterError(
+            f"{name}: the schedule {schedule!r} fails at progress_remaining={progress:g} ({type(error).__name__}: {error})"
+        ) from error
     if not _is_number(value) and not isinstance(value, (str, bytes, bool)) and hasattr(value, "__float__"):
         try:
             value = float(value)
@@ -122,10 +130,20 @@ def _schedule_value(name: str, schedule: Any, progress: float) -> Any:
 SCHEDULE_RULES: Mapping[str, tuple[float | None, str]] = {
     "learning_rate": (None, "a learning rate is > 0, e.g. 3e-4 (a zoo config's lin_3e-4 decays it linearly to 0)"),
     "vf_learning_rate": (None, "a learning rate is > 0, e.g. 3e-4; None gives the critic learning_rate"),
-    "clip_range": (MAX_CLIP_RANGE, ("it bounds the probability ratio to [1 - clip_range, 1 + clip_range], e.g. 0.2; "
-                                    "to train without clipping use objective='kl_penalty'")),
-    "clip_range_vf": (MAX_CLIP_RANGE_VF, ("it bounds how far one update moves the value predictions, in the units of "
-                                          "the returns; None turns value clipping off")),
+    "clip_range": (
+        MAX_CLIP_RANGE,
+        (
+            "it bounds the probability ratio to [1 - clip_range, 1 + clip_range], e.g. 0.2; "
+            "to train without clipping use objective='kl_penalty'"
+        ),
+    ),
+    "clip_range_vf": (
+        MAX_CLIP_RANGE_VF,
+        (
+            "it bounds how far one update moves the value predictions, in the units of "
+            "the returns; None turns value clipping off"
+        ),
+    ),
 }
 
 
@@ -162,8 +180,14 @@ def check_kwargs(name: str, value: Any) -> None:
     if value is None:
         return
     if not isinstance(value, Mapping):
-        hint = (" (a string such as \"dict(key=value)\" is parsed in zoo configs and on the command line; in Python "
-                "pass the dict itself)") if isinstance(value, str) else ""
+        hint = (
+            (
+                ' (a string such as "dict(key=value)" is parsed in zoo configs and on the command line; in Python '
+                "pass the dict itself)"
+            )
+            if isinstance(value, str)
+            else ""
+        )
         raise HyperparameterError(f"{name} must be a dict of keyword arguments, got {value!r}{hint}")
     for key in value:
         if not isinstance(key, str) or not key.isidentifier():
@@ -191,23 +215,25 @@ def check_net_arch(net_arch: Any, *, name: str = "policy_kwargs net_arch", keys:
             if keys is not None and key not in keys:
                 near = difflib.get_close_matches(str(key), list(keys), n=1)
                 hint = f" (did you mean {near[0]!r}?)" if near else ""
-                raise HyperparameterError(f"{name} must be a list of layer widths or a dict with the keys {sorted(keys)}, "
-                                          f"got the key {key!r}{hint}")
+                raise HyperparameterError(
+                    f"{name} must be a list of layer widths or a dict with the keys {sorted(keys)}, got the key {key!r}{hint}"
+                )
         lists = [(f"{name}[{key!r}]", layers) for key, layers in net_arch.items()]
     else:
         lists = [(name, net_arch)]
     for list_name, layers in lists:
         if not isinstance(layers, (list, tuple)):
-            raise HyperparameterError(f"{list_name} must be a list of layer widths (or a dict of such lists), got "
-                                      f"{layers!r}")
+            raise HyperparameterError(f"{list_name} must be a list of layer widths (or a dict of such lists), got {layers!r}")
         if len(layers) > MAX_HIDDEN_LAYERS:
-            raise HyperparameterError(f"{list_name} must have at most {MAX_HIDDEN_LAYERS} layers (MAX_HIDDEN_LAYERS), "
-                                      f"got {len(layers)}")
+            raise HyperparameterError(
+                f"{list_name} must have at most {MAX_HIDDEN_LAYERS} layers (MAX_HIDDEN_LAYERS), got {len(layers)}"
+            )
         for width in layers:
             if isinstance(width, Mapping):
                 raise HyperparameterError(
                     f"{list_name} holds a dict ({width!r}) among layer widths: SB3 (since 1.8) has no shared layers and "
-                    f"takes the actor's and the critic's layers as one dict, e.g. dict(pi=[64, 64], vf=[64, 64])")
+                    f"takes the actor's and the critic's layers as one dict, e.g. dict(pi=[64, 64], vf=[64, 64])"
+                )
             check_width(f"a layer of {list_name}", width)
 
 
@@ -219,15 +245,23 @@ ALGORITHM_SET_POLICY_ARGUMENTS: Mapping[str, str] = {
     "use_sde": "the algorithm's use_sde",
 }
 #: Policy arguments shared by SB3's policies, with their types; others are left to the policy class.
-_BOOLEAN_POLICY_ARGUMENTS = ("ortho_init", "full_std", "use_expln", "squash_output", "share_features_extractor",
-                             "normalize_images")
+_BOOLEAN_POLICY_ARGUMENTS = (
+    "ortho_init",
+    "full_std",
+    "use_expln",
+    "squash_output",
+    "share_features_extractor",
+    "normalize_images",
+)
 _MAPPING_POLICY_ARGUMENTS = ("features_extractor_kwargs", "optimizer_kwargs")
 #: Class arguments: the base class each must subclass (import path) and an example.
 _CLASS_POLICY_ARGUMENTS = {
     "activation_fn": ("torch.nn.Module", "th.nn.ReLU"),
     "optimizer_class": ("torch.optim.Optimizer", "th.optim.Adam"),
-    "features_extractor_class": ("stable_baselines3.common.torch_layers.BaseFeaturesExtractor",
-                                 "stable_baselines3.common.torch_layers.FlattenExtractor"),
+    "features_extractor_class": (
+        "stable_baselines3.common.torch_layers.BaseFeaturesExtractor",
+        "stable_baselines3.common.torch_layers.FlattenExtractor",
+    ),
 }
 
 
@@ -237,19 +271,21 @@ def _import_path(path: str) -> type:
     return getattr(importlib.import_module(module), name)
 
 
-def _check_policy_keys(policy_kwargs: Mapping[str, Any], policy_class: type, name: str) -> None:
+def _check_policy_keys(policy_kwargs: Mapping[str, Any], policy_class: type[Any], name: str) -> None:
     parameters = inspect.signature(policy_class.__init__).parameters
     takes_any = any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values())
     accepted = sorted(key for key in parameters if key != "self" and key not in ALGORITHM_SET_POLICY_ARGUMENTS)
     for key in policy_kwargs:
         if key in ALGORITHM_SET_POLICY_ARGUMENTS:
-            raise HyperparameterError(f"{name} must not set {key!r}: the algorithm passes it to the policy "
-                                      f"({ALGORITHM_SET_POLICY_ARGUMENTS[key]})")
+            raise HyperparameterError(
+                f"{name} must not set {key!r}: the algorithm passes it to the policy ({ALGORITHM_SET_POLICY_ARGUMENTS[key]})"
+            )
         if not takes_any and key not in parameters:
             near = difflib.get_close_matches(key, accepted, n=1)
             hint = f"did you mean {near[0]!r}? " if near else ""
-            raise HyperparameterError(f"{name}: {policy_class.__name__} takes no argument {key!r} ({hint}it takes "
-                                      f"{', '.join(accepted)})")
+            raise HyperparameterError(
+                f"{name}: {policy_class.__name__} takes no argument {key!r} ({hint}it takes {', '.join(accepted)})"
+            )
 
 
 def check_policy_kwargs(policy_kwargs: Any, *, policy_class: type | None = None, name: str = "policy_kwargs") -> None:
@@ -282,16 +318,26 @@ def check_policy_kwargs(policy_kwargs: Any, *, policy_class: type | None = None,
     for key, (base_path, example) in _CLASS_POLICY_ARGUMENTS.items():
         value = policy_kwargs.get(key)
         if key in policy_kwargs and not (inspect.isclass(value) and issubclass(value, _import_path(base_path))):
-            raise HyperparameterError(f"{name} {key} must be a class deriving from {base_path} (e.g. {example}; the "
-                                      f"class, not an instance or a name), got {value!r}")
+            raise HyperparameterError(
+                f"{name} {key} must be a class deriving from {base_path} (e.g. {example}; the "
+                f"class, not an instance or a name), got {value!r}"
+            )
     check_net_arch(policy_kwargs.get("net_arch"), name=f"{name} net_arch", keys=net_arch_keys)
     if policy_kwargs.get("lstm_hidden_size") is not None:
         check_width(f"{name} lstm_hidden_size", policy_kwargs["lstm_hidden_size"])
 
 
 #: ``VecNormalize``'s arguments besides the env.
-VECNORMALIZE_ARGUMENTS: tuple[str, ...] = ("training", "norm_obs", "norm_reward", "clip_obs", "clip_reward", "gamma",
-                                           "epsilon", "norm_obs_keys")
+VECNORMALIZE_ARGUMENTS: tuple[str, ...] = (
+    "training",
+    "norm_obs",
+    "norm_reward",
+    "clip_obs",
+    "clip_reward",
+    "gamma",
+    "epsilon",
+    "norm_obs_keys",
+)
 
 
 def check_vecnormalize_kwargs(kwargs: Any, *, name: str = "normalize") -> None:
@@ -304,8 +350,9 @@ def check_vecnormalize_kwargs(kwargs: Any, *, name: str = "normalize") -> None:
         if key not in VECNORMALIZE_ARGUMENTS:
             near = difflib.get_close_matches(key, VECNORMALIZE_ARGUMENTS, n=1)
             hint = f"did you mean {near[0]!r}? " if near else ""
-            raise HyperparameterError(f"{name}: VecNormalize takes no argument {key!r} ({hint}it takes "
-                                      f"{', '.join(VECNORMALIZE_ARGUMENTS)})")
+            raise HyperparameterError(
+                f"{name}: VecNormalize takes no argument {key!r} ({hint}it takes {', '.join(VECNORMALIZE_ARGUMENTS)})"
+            )
         if key in ("training", "norm_obs", "norm_reward") and not isinstance(value, bool):
             raise HyperparameterError(f"{name} {key} must be True or False, got {value!r}")
         if key in ("clip_obs", "clip_reward") and not (_is_number(value) and value > 0):
@@ -314,10 +361,14 @@ def check_vecnormalize_kwargs(kwargs: Any, *, name: str = "normalize") -> None:
             check_number(f"{name} gamma", value, low=0.0, high=1.0)
         if key == "epsilon":
             check_positive(f"{name} epsilon", value)
-        if key == "norm_obs_keys" and value is not None and not (
-                isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value)):
-            raise HyperparameterError(f"{name} norm_obs_keys must be None or a list of observation keys (strings), got "
-                                      f"{value!r}")
+        if (
+            key == "norm_obs_keys"
+            and value is not None
+            and not (isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value))
+        ):
+            raise HyperparameterError(
+                f"{name} norm_obs_keys must be None or a list of observation keys (strings), got {value!r}"
+            )
 
 
 def check_choice(name: str, value: Any, choices: Iterable[str]) -> str:
@@ -352,7 +403,9 @@ def check_env_id(env_id: Any, *, where: str) -> str:
     if ":" in env_id:
         module, _, name = env_id.partition(":")
         if ":" in name or not module or (module not in sys.modules and module not in OWN_ENV_MODULES):
-            raise ValueError(f"{where}: the env id {env_id!r} names the module {module!r}, which gymnasium would "
-                             f"import (running its code) before making the env; refused. Use the registered id "
-                             f"({name!r}) and import the module yourself if you trust it (the CLI's --gym-packages)")
+            raise ValueError(
+                f"{where}: the env id {env_id!r} names the module {module!r}, which gymnasium would "
+                f"import (running its code) before making the env; refused. Use the registered id "
+                f"({name!r}) and import the module yourself if you trust it (the CLI's --gym-packages)"
+            )
     return env_id

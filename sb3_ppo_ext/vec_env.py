@@ -105,7 +105,13 @@ class EnvGroup:
             infos.append(info)
             reset_infos.append(reset_info)
         space = self.envs[0].observation_space
-        return stack_observations(observations, space), np.array(rewards, dtype=np.float32), np.array(dones, dtype=bool), infos, reset_infos
+        return (
+            stack_observations(observations, space),
+            np.array(rewards, dtype=np.float32),
+            np.array(dones, dtype=bool),
+            infos,
+            reset_infos,
+        )
 
     def reset(self, seeds: Sequence[int | None], options: Sequence[dict[str, Any]]) -> tuple[VecEnvObs, list[dict]]:
         """Reset every env with its seed and options (``{}``: none); the stacked observations and the reset infos."""
@@ -159,19 +165,34 @@ def _has_wrapper_attr(env: gym.Env, name: str) -> bool:
 def stack_observations(observations: Sequence[Any], space: spaces.Space) -> VecEnvObs:
     """Observations of several envs stacked on a first axis, in the dtype of ``space`` (as ``DummyVecEnv``'s
     buffers hold them); ``Dict`` and ``Tuple`` spaces per sub-space."""
+    # Sub-batches are typed Any: a nested space nests them further than SB3's VecEnvObs (arrays under one level) says.
     if isinstance(space, spaces.Dict):
-        return {key: stack_observations([obs[key] for obs in observations], sub) for key, sub in space.spaces.items()}
+        by_key: dict[str, Any] = {
+            key: stack_observations([obs[key] for obs in observations], sub) for key, sub in space.spaces.items()
+        }
+        return by_key
     if isinstance(space, spaces.Tuple):
-        return tuple(stack_observations([obs[i] for obs in observations], sub) for i, sub in enumerate(space.spaces))
+        by_position: tuple[Any, ...] = tuple(
+            stack_observations([obs[i] for obs in observations], sub) for i, sub in enumerate(space.spaces)
+        )
+        return by_position
     return np.stack(observations).astype(space.dtype, copy=False)
 
 
-def concatenate_observations(parts: Sequence[VecEnvObs], space: spaces.Space) -> VecEnvObs:
-    """The stacked observations of several groups of envs, in group order, as one batch."""
+def concatenate_observations(parts: Sequence[Any], space: spaces.Space) -> VecEnvObs:
+    """The stacked observations of several groups of envs (each a :func:`stack_observations` batch), in group order,
+    as one batch."""
+    # Sub-batches are typed Any, as in stack_observations.
     if isinstance(space, spaces.Dict):
-        return {key: concatenate_observations([part[key] for part in parts], sub) for key, sub in space.spaces.items()}
+        by_key: dict[str, Any] = {
+            key: concatenate_observations([part[key] for part in parts], sub) for key, sub in space.spaces.items()
+        }
+        return by_key
     if isinstance(space, spaces.Tuple):
-        return tuple(concatenate_observations([part[i] for part in parts], sub) for i, sub in enumerate(space.spaces))
+        by_position: tuple[Any, ...] = tuple(
+            concatenate_observations([part[i] for part in parts], sub) for i, sub in enumerate(space.spaces)
+        )
+        return by_position
     return np.concatenate(parts)
 
 
@@ -285,8 +306,9 @@ class RayVecEnv(VecEnv):
 
     def _lost(self, actor_index: int, cause: BaseException) -> EnvActorLostError:
         actor = self.actors[actor_index]
-        return EnvActorLostError(actor_index, actor._actor_id.hex(), self.actor_nodes[actor_index],
-                                 list(self.groups[actor_index]), cause)
+        return EnvActorLostError(
+            actor_index, actor._actor_id.hex(), self.actor_nodes[actor_index], list(self.groups[actor_index]), cause
+        )
 
     def _gather(self, references: list[Any]) -> list[Any]:
         """``ray.get`` of one call per actor; an actor found dead raises :class:`EnvActorLostError`, or under
@@ -309,15 +331,19 @@ class RayVecEnv(VecEnv):
     def _restart(self, actor_index: int, cause: BaseException) -> None:
         group = self.groups[actor_index]
         lost_node = self.actor_nodes[actor_index]
-        warnings.warn(f"Ray actor {actor_index} (node {lost_node}) holding envs {list(group)} died "
-                      f"({type(cause).__name__}): rebuilding envs {list(group)} in a new actor", stacklevel=3)
+        warnings.warn(
+            f"Ray actor {actor_index} (node {lost_node}) holding envs {list(group)} died "
+            f"({type(cause).__name__}): rebuilding envs {list(group)} in a new actor",
+            stacklevel=3,
+        )
         ray.kill(self.actors[actor_index], no_restart=True)
         self.actors[actor_index] = self._start_actor(group)
-        (_, _, self.actor_nodes[actor_index]), = self._wait_started([self.actors[actor_index].describe.remote()])
+        ((_, _, self.actor_nodes[actor_index]),) = self._wait_started([self.actors[actor_index].describe.remote()])
         self.restarts.append(ActorRestart(actor_index, list(group), lost_node, f"{type(cause).__name__}"))
 
-    def _reset_group(self, actor_index: int, seeds: Sequence[int | None] | None = None,
-                     options: Sequence[dict[str, Any]] | None = None) -> tuple[VecEnvObs, list[dict]]:
+    def _reset_group(
+        self, actor_index: int, seeds: Sequence[int | None] | None = None, options: Sequence[dict[str, Any]] | None = None
+    ) -> tuple[VecEnvObs, list[dict]]:
         """Reset the envs of a rebuilt actor, with ``seeds`` and ``options`` (default: none, so a rebuilt env starts
         from fresh entropy rather than replaying its first episode)."""
         group = self.groups[actor_index]
@@ -331,7 +357,9 @@ class RayVecEnv(VecEnv):
     # -- VecEnv -----------------------------------------------------------------------------------------------------
 
     def step_async(self, actions: np.ndarray) -> None:
-        self._pending = [actor.step.remote(actions[group.start:group.stop]) for actor, group in zip(self.actors, self.groups, strict=True)]
+        self._pending = [
+            actor.step.remote(actions[group.start : group.stop]) for actor, group in zip(self.actors, self.groups, strict=True)
+        ]
 
     def step_wait(self) -> VecEnvStepReturn:
         if self._pending is None:
@@ -343,8 +371,12 @@ class RayVecEnv(VecEnv):
         observations, rewards, dones, infos, reset_infos = zip(*results, strict=True)
         self.reset_infos = [info for part in reset_infos for info in part]
         self._last_observations = concatenate_observations(observations, self.observation_space)
-        return (self._last_observations, np.concatenate(rewards), np.concatenate(dones),
-                [info for part in infos for info in part])
+        return (
+            self._last_observations,
+            np.concatenate(rewards),
+            np.concatenate(dones),
+            [info for part in infos for info in part],
+        )
 
     def _truncated_by_loss(self, actor_index: int) -> tuple[VecEnvObs, np.ndarray, np.ndarray, list[dict], list[dict]]:
         """The step of envs lost with their actor: truncated episodes (reward 0, the last observation seen as
@@ -354,22 +386,26 @@ class RayVecEnv(VecEnv):
             raise self._lost(actor_index, RuntimeError("lost before the first reset"))
         observations, reset_infos = self._reset_group(actor_index)
         infos = [
-            {"TimeLimit.truncated": True, "terminal_observation": observation_at(self._last_observations, index),
-             "actor_lost": True}
+            {
+                "TimeLimit.truncated": True,
+                "terminal_observation": observation_at(self._last_observations, index),
+                "actor_lost": True,
+            }
             for index in group
         ]
         return observations, np.zeros(len(group), dtype=np.float32), np.ones(len(group), dtype=bool), infos, reset_infos
 
     def reset(self) -> VecEnvObs:
         references = [
-            actor.reset.remote(self._seeds[group.start:group.stop], self._options[group.start:group.stop])
+            actor.reset.remote(self._seeds[group.start : group.stop], self._options[group.start : group.stop])
             for actor, group in zip(self.actors, self.groups, strict=True)
         ]
         results = self._gather(references)
         for actor_index, (result, group) in enumerate(zip(results, self.groups, strict=True)):
             if result is None:
-                results[actor_index] = self._reset_group(actor_index, self._seeds[group.start:group.stop],
-                                                         self._options[group.start:group.stop])
+                results[actor_index] = self._reset_group(
+                    actor_index, self._seeds[group.start : group.stop], self._options[group.start : group.stop]
+                )
         observations, reset_infos = zip(*results, strict=True)
         self.reset_infos = [info for part in reset_infos for info in part]
         self._reset_seeds()
@@ -408,7 +444,9 @@ class RayVecEnv(VecEnv):
     def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
         self._call_envs("set_attr", indices, attr_name, value)
 
-    def env_method(self, method_name: str, *method_args: Any, indices: VecEnvIndices = None, **method_kwargs: Any) -> list[Any]:
+    def env_method(
+        self, method_name: str, *method_args: Any, indices: VecEnvIndices = None, **method_kwargs: Any
+    ) -> list[Any]:
         return self._call_envs("env_method", indices, method_name, method_args, method_kwargs)
 
     def env_is_wrapped(self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None) -> list[bool]:
@@ -419,8 +457,10 @@ class RayVecEnv(VecEnv):
         the results in the order of ``indices`` (``set_attr``: nothing)."""
         targets = list(self._get_indices(indices))
         located = locate(targets, self.envs_per_actor)
-        references = [getattr(self.actors[actor_index], method).remote([local for _, local in places], *args)
-                      for actor_index, places in located.items()]
+        references = [
+            getattr(self.actors[actor_index], method).remote([local for _, local in places], *args)
+            for actor_index, places in located.items()
+        ]
         answers = self._gather_located(references, list(located))
         results: list[Any] = [None] * len(targets)
         for places, answer in zip(located.values(), answers, strict=True):

@@ -29,7 +29,7 @@ class FrameSkip(gym.Wrapper):
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         total_reward = 0.0
-        for steps_taken in range(1, self.skip + 1):
+        for steps_taken in range(1, self.skip + 1):  # noqa: B007  (read after the loop: the steps taken)
             observation, reward, terminated, truncated, info = self.env.step(action)
             total_reward += float(reward)
             if terminated or truncated:

@@ -168,7 +168,7 @@ def test_rotating_checkpoints_keep_the_newest_and_resume_where_training_stopped(
     assert stats is not None
     np.testing.assert_array_equal(stats.obs_rms.mean, env.obs_rms.mean)
     assert stats.obs_rms.count == env.obs_rms.count
-    for saved, restored in zip(model.policy.state_dict().values(), resumed.policy.state_dict().values()):
+    for saved, restored in zip(model.policy.state_dict().values(), resumed.policy.state_dict().values(), strict=True):
         th.testing.assert_close(saved, restored)
 
     already_normalized = VecNormalize(make_vec_env("Pendulum-v1", n_envs=1, seed=1))
@@ -201,7 +201,10 @@ def test_interrupted_checkpoint_write_leaves_the_previous_one_loadable(tmp_path,
     with pytest.raises(OSError, match="No space left"):
         model.learn(64, callback=callback, reset_num_timesteps=False)
     assert sorted(os.listdir(folder)) == [
-        "rl_model_64_steps.zip", "rl_model_vecnormalize_64_steps.npz", "rl_model_vecnormalize_64_steps.pkl"]
+        "rl_model_64_steps.zip",
+        "rl_model_vecnormalize_64_steps.npz",
+        "rl_model_vecnormalize_64_steps.pkl",
+    ]
     latest = find_latest_checkpoint(folder)
     assert latest.num_timesteps == 64
     assert PPO.load(latest.model_path).num_timesteps == 64
@@ -245,7 +248,10 @@ def test_a_damaged_newest_checkpoint_is_skipped_with_a_warning_naming_it(tmp_pat
     messages = [str(warning.message) for warning in caught]
     assert any(middle.model_path in message and "statistics file is missing" in message for message in messages)
     assert any(oldest.model_path in message and "not a complete pickle" in message for message in messages)
-    with pytest.warns(UserWarning), pytest.raises(FileNotFoundError, match=r"no intact checkpoint .* \(3 damaged ones skipped\)"):
+    with (
+        pytest.warns(UserWarning),
+        pytest.raises(FileNotFoundError, match=r"no intact checkpoint .* \(3 damaged ones skipped\)"),
+    ):
         resume_from_checkpoint(folder, make_vec_env("CartPole-v1", n_envs=1, seed=1))
     # A run that does not normalise can still resume the middle one (its zip is intact).
     with pytest.warns(UserWarning, match="rl_model_192_steps.zip"):
@@ -263,8 +269,11 @@ def test_leftovers_of_killed_writes_are_removed_when_the_callback_starts(tmp_pat
     folder = tmp_path / "checkpoints"
     folder.mkdir()
     kept = ["rl_model_64_steps.zip", "rl_model_vecnormalize_64_steps.pkl", "other_vecnormalize_128_steps.pkl", "notes.txt"]
-    leftovers = [".rl_model_128_steps.zip.abc123.tmp.zip", "rl_model_vecnormalize_128_steps.pkl",
-                 "rl_model_vecnormalize_128_steps.npz"]
+    leftovers = [
+        ".rl_model_128_steps.zip.abc123.tmp.zip",
+        "rl_model_vecnormalize_128_steps.pkl",
+        "rl_model_vecnormalize_128_steps.npz",
+    ]
     for name in kept + leftovers:
         (folder / name).write_bytes(b"x")
     model = _ppo(make_vec_env("CartPole-v1", n_envs=1, seed=0))
@@ -380,10 +389,19 @@ def test_video_callback_prints_no_wayland_error_headless(tmp_path):
         "video = VideoRecorderCallback('CartPole-v1', video_freq=32, video_folder=sys.argv[1], max_steps=3)\n"
         "model.learn(32, callback=video)\n"
     )
-    environment = {name: value for name, value in os.environ.items()
-                   if name not in ("DISPLAY", "WAYLAND_DISPLAY", "XDG_RUNTIME_DIR", "SDL_VIDEODRIVER")}
-    result = subprocess.run([sys.executable, "-c", script, str(tmp_path)], env={**environment, "OMP_NUM_THREADS": "1"},
-                            capture_output=True, text=True, timeout=300, check=False)
+    environment = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in ("DISPLAY", "WAYLAND_DISPLAY", "XDG_RUNTIME_DIR", "SDL_VIDEODRIVER")
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)],
+        env={**environment, "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     assert "XDG_RUNTIME_DIR" not in result.stderr + result.stdout
     assert glob.glob(str(tmp_path / "*.mp4"))
@@ -394,7 +412,12 @@ def test_video_env_created_from_an_id_gets_the_env_wrapper(tmp_path):
     model = _ppo(make_vec_env("Pendulum-v1", seed=0))
     short_episodes = functools.partial(gym.wrappers.TimeLimit, max_episode_steps=4)
     callback = VideoRecorderCallback(  # Pendulum: every frame differs (a GIF merges identical ones)
-        "Pendulum-v1", video_freq=64, video_folder=str(tmp_path), max_steps=100, gif=True, mp4=False,
+        "Pendulum-v1",
+        video_freq=64,
+        video_folder=str(tmp_path),
+        max_steps=100,
+        gif=True,
+        mp4=False,
         env_wrapper=short_episodes,
     )
     model.learn(64, callback=callback)
@@ -415,8 +438,12 @@ def test_video_bad_inputs(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="env_wrapper must be a callable"):
         VideoRecorderCallback("CartPole-v1", video_freq=10, video_folder=str(tmp_path), env_wrapper="TimeLimit")
     with pytest.raises(ValueError, match="env_wrapper applies to an env created from an id"):
-        VideoRecorderCallback(gym.make("CartPole-v1", render_mode="rgb_array"), video_freq=10,
-                              video_folder=str(tmp_path), env_wrapper=gym.wrappers.TimeLimit)
+        VideoRecorderCallback(
+            gym.make("CartPole-v1", render_mode="rgb_array"),
+            video_freq=10,
+            video_folder=str(tmp_path),
+            env_wrapper=gym.wrappers.TimeLimit,
+        )
     callback = VideoRecorderCallback("CallbackTestNoRender-v0", video_freq=10, video_folder=str(tmp_path))
     model = _ppo(make_vec_env("CartPole-v1"))
     with pytest.raises(ValueError, match="env must render in 'rgb_array' mode"):
@@ -496,7 +523,8 @@ def test_pinning_rejects_bad_indices_and_needs_observation_normalisation():
         _ppo(_normalized_env("Pendulum-v1")).learn(64, callback=PinObservationStatisticsCallback(indices=[3]))
     with pytest.raises(ValueError, match="norm_obs=True"):
         _ppo(VecNormalize(make_vec_env("Pendulum-v1"), norm_obs=False)).learn(
-            64, callback=PinObservationStatisticsCallback(indices=[0]))
+            64, callback=PinObservationStatisticsCallback(indices=[0])
+        )
 
 
 # --------------------------------------------------------------------- learning curve
@@ -546,7 +574,7 @@ def test_learning_curve_bad_inputs(tmp_path, monkeypatch):
     (tmp_path / "a_file").write_text("not a folder")
     with pytest.raises(ValueError, match="plot_path's folder must be a folder that can be written"):
         LearningCurveCallback(plot_freq=10, plot_path=str(tmp_path / "a_file" / "c.png"))
-    with pytest.raises(ValueError, match="plot_path must be a path ending in .png"):
+    with pytest.raises(ValueError, match=r"plot_path must be a path ending in \.png"):
         LearningCurveCallback(plot_freq=10, plot_path=str(tmp_path / "c.jpg"))
     _hide_module(monkeypatch, "matplotlib")
     with pytest.raises(ImportError, match="'matplotlib'"):
@@ -594,7 +622,13 @@ def test_live_view_refreshes_a_gif_and_stops_when_training_ends(tmp_path):
     # Normal scheduling here: on a CI machine whose cores are all busy an idle-class viewer may get no CPU at all,
     # and this test is about the clean stop (the low priority is checked in the "still starting" test).
     live = LiveViewCallback(
-        "CartPole-v1", mode="file", output_path=path, fps=200, sync_interval=0.0, max_frames=20, niceness=3,
+        "CartPole-v1",
+        mode="file",
+        output_path=path,
+        fps=200,
+        sync_interval=0.0,
+        max_frames=20,
+        niceness=3,
         idle_scheduling=False,
     )
     keep = KeepProcess(live)
@@ -611,8 +645,15 @@ def test_live_view_refreshes_a_gif_and_stops_when_training_ends(tmp_path):
 def test_live_view_plays_the_env_through_the_env_wrapper(tmp_path):
     path = str(tmp_path / "live.gif")
     live = LiveViewCallback(  # Pendulum: every frame differs (a GIF merges identical ones)
-        "Pendulum-v1", mode="file", output_path=path, fps=200, sync_interval=0.0, max_frames=50, niceness=3,
-        idle_scheduling=False, env_wrapper=functools.partial(gym.wrappers.TimeLimit, max_episode_steps=3),
+        "Pendulum-v1",
+        mode="file",
+        output_path=path,
+        fps=200,
+        sync_interval=0.0,
+        max_frames=50,
+        niceness=3,
+        idle_scheduling=False,
+        env_wrapper=functools.partial(gym.wrappers.TimeLimit, max_episode_steps=3),
     )
     _ppo(make_vec_env("Pendulum-v1")).learn(192, callback=[live, WaitForFile(path, step=64)])
     assert imageio.v3.imread(path, index=None).shape[0] == 3  # one frame per step of a 3-step episode
@@ -620,8 +661,9 @@ def test_live_view_plays_the_env_through_the_env_wrapper(tmp_path):
 
 @needs_rendering
 def test_live_view_stops_when_training_fails(tmp_path):
-    live = LiveViewCallback("CartPole-v1", mode="file", output_path=str(tmp_path / "live.mp4"), niceness=0,
-                            idle_scheduling=False, stop_timeout=30)
+    live = LiveViewCallback(
+        "CartPole-v1", mode="file", output_path=str(tmp_path / "live.mp4"), niceness=0, idle_scheduling=False, stop_timeout=30
+    )
     keep = KeepProcess(live)
     with pytest.raises(RuntimeError, match="simulated failure"):
         _ppo(make_vec_env("CartPole-v1")).learn(512, callback=[live, keep, RaiseWhenViewerPlays(live)])
@@ -653,9 +695,11 @@ def test_why_a_stopped_live_view_wrote_no_file():
     assert missing_output_reason(stopped_while_starting=False, frames=40, written=2, exitcode=0) is None
     assert "still starting" in missing_output_reason(stopped_while_starting=True, frames=0, written=0, exitcode=-15)
     assert missing_output_reason(stopped_while_starting=False, frames=0, written=0, exitcode=0) == (
-        "it rendered no frame before training ended")
+        "it rendered no frame before training ended"
+    )
     assert missing_output_reason(stopped_while_starting=False, frames=3, written=0, exitcode=-9) == (
-        "its process ended with exit code -9 after 3 frames")
+        "its process ended with exit code -9 after 3 frames"
+    )
 
 
 class _StopAfter:
@@ -679,9 +723,16 @@ def test_live_view_reports_that_it_cannot_write_its_file_and_plays_on(tmp_path):
     import queue as queue_module
 
     report = _ViewerReport(multiprocessing.get_context("spawn"))
-    config = {"output_path": str(tmp_path / "missing-folder" / "live.gif"), "fps": 1000.0, "seed": 0,
-              "deterministic": True, "max_frames": 10, "downsample": 4, "max_episode_steps": 3,
-              "parent_pid": os.getppid()}
+    config = {
+        "output_path": str(tmp_path / "missing-folder" / "live.gif"),
+        "fps": 1000.0,
+        "seed": 0,
+        "deterministic": True,
+        "max_frames": 10,
+        "downsample": 4,
+        "max_episode_steps": 3,
+        "parent_pid": os.getppid(),
+    }
     env = gym.make("CartPole-v1", render_mode="rgb_array")
     _view(_ppo(make_vec_env("CartPole-v1")).policy, env, config, queue_module.Queue(), _StopAfter(7), report)
     env.close()
@@ -713,7 +764,7 @@ def test_live_view_normalises_like_the_training_vecnormalize_without_updating_it
 def test_live_view_bad_inputs(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="mode must be one of"):
         LiveViewCallback("CartPole-v1", mode="window", output_path=str(tmp_path / "v.gif"))
-    with pytest.raises(ValueError, match="fps must be a finite number|fps must be > 0"):
+    with pytest.raises(ValueError, match=r"fps must be a finite number|fps must be > 0"):
         LiveViewCallback("CartPole-v1", fps=0, output_path=str(tmp_path / "v.gif"))
     with pytest.raises(ValueError, match="output_path must be a file path ending in one of"):
         LiveViewCallback("CartPole-v1", mode="file", output_path=str(tmp_path / "v.avi"))

@@ -17,8 +17,8 @@ import torch as th
 from stable_baselines3.common.callbacks import BaseCallback
 
 from sb3_ppo_ext import PPO
-from sb3_ppo_ext.cli import is_user_error, main
 from sb3_ppo_ext.callbacks._render_env import headless_sdl_settings
+from sb3_ppo_ext.cli import is_user_error, main
 from sb3_ppo_ext.zoo.commands import NO_PROGRESS, amend_parser
 from sb3_ppo_ext.zoo.runs import (
     Run,
@@ -69,8 +69,14 @@ def test_train_refuses_a_budget_below_one(n_timesteps, tmp_path, user_error):
         (["--env", "CartPole-v1", "-n", "64", "--hyperparams", "n_step:64"], "unknown key 'n_step'"),
         (["--env", "CartPole-v1", "-conf", "missing.yml"], "No such file or directory: 'missing.yml'"),
         (["--env", "CartPole-v1", "-conf", "hyperparams.py"], "conf_file must be a YAML file"),
-        (["--env", "CartPole-v1", "--hyperparams", "objective:kl_penalty"], "string values need quotes: objective:\"'kl_penalty'\""),
-        (["--env", "CartPole-v1", "--n-timestpes", "64"], "unrecognized arguments: --n-timestpes 64 (did you mean --n-timesteps?)"),
+        (
+            ["--env", "CartPole-v1", "--hyperparams", "objective:kl_penalty"],
+            "string values need quotes: objective:\"'kl_penalty'\"",
+        ),
+        (
+            ["--env", "CartPole-v1", "--n-timestpes", "64"],
+            "unrecognized arguments: --n-timestpes 64 (did you mean --n-timesteps?)",
+        ),
     ],
     ids=["env-id", "value", "key", "missing-config", "python-config", "unquoted-string", "misspelt-option"],
 )
@@ -151,12 +157,19 @@ def test_no_progress_overrides_the_progress_default():
 
 
 def test_the_newest_run_of_an_env_decides_the_algorithm(tmp_path):
-    runs = [Run("ppo", "Pendulum-v1", 1, 10.0), Run("ddpg", "Pendulum-v1", 1, 20.0), Run("ppo", "Pendulum-v1", 2, 15.0),
-            Run("ppo_ext", "CartPole-v1", 1, 30.0)]
+    runs = [
+        Run("ppo", "Pendulum-v1", 1, 10.0),
+        Run("ddpg", "Pendulum-v1", 1, 20.0),
+        Run("ppo", "Pendulum-v1", 2, 15.0),
+        Run("ppo_ext", "CartPole-v1", 1, 30.0),
+    ]
     assert newest_run(runs, "Pendulum-v1").algo == "ddpg"
     assert newest_run(runs, "Pendulum-v1", number=2).algo == "ppo"
     assert newest_run(runs, "Acrobot-v1") is None
-    assert missing_run_message(runs, "logs", "Pendulum-v1", 3) == "no run Pendulum-v1_3 under logs/<algo>/ (runs of Pendulum-v1: [1, 2])"
+    assert (
+        missing_run_message(runs, "logs", "Pendulum-v1", 3)
+        == "no run Pendulum-v1_3 under logs/<algo>/ (runs of Pendulum-v1: [1, 2])"
+    )
     assert missing_run_message(runs, "logs", "Pendulum-v2").endswith("; did you mean Pendulum-v1?")
     assert missing_run_message([], "logs", "Pendulum-v1").startswith("no run under logs/")
     for name in ("ppo/Pendulum-v1_1", "ppo/Pendulum-v1_2", "ppo/Pendulum-v1_x", "ddpg/Pendulum-v1_1", "tb/Pendulum-v1_1"):
@@ -173,7 +186,14 @@ def sb3_ppo_run(tmp_path_factory):
     older.mkdir(parents=True)
     os.utime(older, (0, 0))
     th.set_num_threads(1)
-    hyperparams = ["--hyperparams", "n_envs:1", "n_steps:64", "batch_size:64", "n_epochs:1", "policy_kwargs:dict(net_arch=[8])"]
+    hyperparams = [
+        "--hyperparams",
+        "n_envs:1",
+        "n_steps:64",
+        "batch_size:64",
+        "n_epochs:1",
+        "policy_kwargs:dict(net_arch=[8])",
+    ]
     main(["train", "--algo", "ppo", "--env", "Pendulum-v1", "-n", "256", *quiet(folder), *hyperparams])  # one episode
     return folder
 
@@ -188,8 +208,10 @@ def test_enjoy_plays_the_newest_run_whatever_its_algorithm(sb3_ppo_run, capsys):
 
 def test_a_missing_run_names_the_runs_there(sb3_ppo_run, user_error):
     line = user_error(["enjoy", "--env", "Pendulum-v2", "-f", str(sb3_ppo_run)])
-    assert line == (f"sb3-ppo-ext enjoy: error: no run of Pendulum-v2 under {sb3_ppo_run}/ (runs there: ppo/Pendulum-v1, "
-                    "ppo_ext/Pendulum-v1); did you mean Pendulum-v1?")
+    assert line == (
+        f"sb3-ppo-ext enjoy: error: no run of Pendulum-v2 under {sb3_ppo_run}/ (runs there: ppo/Pendulum-v1, "
+        "ppo_ext/Pendulum-v1); did you mean Pendulum-v1?"
+    )
 
 
 def test_export_finds_the_algorithm_too(sb3_ppo_run, tmp_path):
@@ -223,8 +245,15 @@ def test_only_what_set_up_writes_counts_as_an_unstarted_run(tmp_path):
 
 def test_a_train_that_fails_before_its_first_step_leaves_no_run_folder(tmp_path, user_error, capsys):
     """The envs (and their monitor files) exist when the algorithm refuses its settings."""
-    refused = ["--hyperparams", "n_envs:1", "n_steps:64", "batch_size:64", "objective:'kl_penalty'", "kl_coef:0.0",
-               "kl_penalty_target:None"]
+    refused = [
+        "--hyperparams",
+        "n_envs:1",
+        "n_steps:64",
+        "batch_size:64",
+        "objective:'kl_penalty'",
+        "kl_coef:0.0",
+        "kl_penalty_target:None",
+    ]
     line = user_error(["train", "--env", "CartPole-v1", "-n", "64", *quiet(tmp_path), *refused])
     assert "neither clipping nor a penalty" in line
     assert os.listdir(tmp_path / "ppo_ext") == []
@@ -244,8 +273,10 @@ def test_enjoy_and_export_play_the_newest_run_that_holds_a_model(sb3_ppo_run, tm
     (unfinished / "0.monitor.csv").write_text('#{"t_start": 0.0, "env_id": "Pendulum-v1"}\nr,l,t\n')
     main(["enjoy", "--env", "Pendulum-v1", "-f", str(folder), "-n", "5", "--no-render"])
     output = capsys.readouterr().out
-    assert (f"Loading latest experiment with a model, id=1 ({folder / 'ppo' / 'Pendulum-v1_1'}; passed over "
-            "ppo/Pendulum-v1_2: no Pendulum-v1.zip in them)") in output
+    assert (
+        f"Loading latest experiment with a model, id=1 ({folder / 'ppo' / 'Pendulum-v1_1'}; passed over "
+        "ppo/Pendulum-v1_2: no Pendulum-v1.zip in them)"
+    ) in output
     assert os.path.join("ppo", "Pendulum-v1_1", "Pendulum-v1.zip") in output
     if importlib.util.find_spec("onnx") is not None:
         main(["export", "--env", "Pendulum-v1", "-f", str(folder), "-o", str(tmp_path / "pendulum.onnx")])
@@ -254,8 +285,10 @@ def test_enjoy_and_export_play_the_newest_run_that_holds_a_model(sb3_ppo_run, tm
 
 def test_enjoy_names_the_runs_when_none_holds_the_model(sb3_ppo_run, user_error):
     line = user_error(["enjoy", "--env", "Pendulum-v1", "-f", str(sb3_ppo_run), "--load-best"])
-    assert line.startswith(f"sb3-ppo-ext enjoy: error: no run of Pendulum-v1 under {sb3_ppo_run}/ holds best_model.zip "
-                           "(runs: ppo/Pendulum-v1_1, ppo_ext/Pendulum-v1_1)")
+    assert line.startswith(
+        f"sb3-ppo-ext enjoy: error: no run of Pendulum-v1 under {sb3_ppo_run}/ holds best_model.zip "
+        "(runs: ppo/Pendulum-v1_1, ppo_ext/Pendulum-v1_1)"
+    )
 
 
 def test_plot_says_where_it_wrote(sb3_ppo_run, capsys):
@@ -281,12 +314,30 @@ def test_headless_sdl_settings(monkeypatch):
 
 def test_record_video_prints_no_wayland_error_headless(sb3_ppo_run, tmp_path):
     """SDL's Wayland probe printed "error: XDG_RUNTIME_DIR is invalid or not set" (a fresh process: SDL starts once)."""
-    environment = {name: value for name, value in os.environ.items()
-                   if name not in ("DISPLAY", "WAYLAND_DISPLAY", "XDG_RUNTIME_DIR", "SDL_VIDEODRIVER")}
-    command = [sys.executable, "-m", "sb3_ppo_ext", "record-video", "--algo", "ppo", "--env", "Pendulum-v1",
-               "-f", str(sb3_ppo_run), "-n", "5", "-o", str(tmp_path)]
-    result = subprocess.run(command, env={**environment, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
-                            timeout=300, check=False)
+    environment = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in ("DISPLAY", "WAYLAND_DISPLAY", "XDG_RUNTIME_DIR", "SDL_VIDEODRIVER")
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "sb3_ppo_ext",
+        "record-video",
+        "--algo",
+        "ppo",
+        "--env",
+        "Pendulum-v1",
+        "-f",
+        str(sb3_ppo_run),
+        "-n",
+        "5",
+        "-o",
+        str(tmp_path),
+    ]
+    result = subprocess.run(
+        command, env={**environment, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300, check=False
+    )
     assert result.returncode == 0, result.stderr
     assert "XDG_RUNTIME_DIR" not in result.stderr + result.stdout
     assert glob.glob(str(tmp_path / "*.mp4"))

@@ -25,8 +25,9 @@ def test_compile_failure_falls_back_to_eager(monkeypatch):
         return raise_error
 
     monkeypatch.setattr(th, "compile", broken_compile)
-    model = PPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=32, n_epochs=2, compile_update=True, policy_kwargs=TINY,
-                seed=0)
+    model = PPO(
+        "MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=32, n_epochs=2, compile_update=True, policy_kwargs=TINY, seed=0
+    )
     with pytest.warns(RuntimeWarning, match="compile_update: torch.compile failed .*no C\\+\\+ compiler"):
         model.learn(128)
     assert model.update_loss.failed
@@ -39,8 +40,17 @@ def test_compile_failure_falls_back_to_eager(monkeypatch):
 
 @pytest.mark.slow
 def test_compiled_loss_matches_eager():
-    model = PPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=32, n_epochs=1, compile_update=True,
-                objective="clip_kl_penalty", policy_kwargs=TINY, seed=0)
+    model = PPO(
+        "MlpPolicy",
+        "Pendulum-v1",
+        n_steps=64,
+        batch_size=32,
+        n_epochs=1,
+        compile_update=True,
+        objective="clip_kl_penalty",
+        policy_kwargs=TINY,
+        seed=0,
+    )
     model.learn(64)  # compiles inside the update
     assert not model.update_loss.failed and model.update_loss.compiled is not None
     minibatch = _first_minibatch(model)

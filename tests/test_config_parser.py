@@ -40,12 +40,12 @@ from sb3_ppo_ext.zoo.safe_yaml import (
     load_yaml,
     load_yaml_file,
 )
+from sb3_ppo_ext.zoo.sampler import convert_ppo_ext_params, sample_ppo_ext_params
 
 #: A resource bomb must be refused within these seconds and this growth of the process's peak memory (the attacks
 #: took 42 s and 5 GB before their MemoryError).
 BOMB_SECONDS = 5.0
 BOMB_BYTES = 1 << 30
-from sb3_ppo_ext.zoo.sampler import convert_ppo_ext_params, sample_ppo_ext_params
 
 
 @pytest.mark.parametrize(
@@ -134,13 +134,18 @@ def test_refuses_anything_else_naming_the_offending_text(text, offending):
     assert repr(offending) in message
 
 
-@pytest.mark.parametrize("text", ["-" * 100_000 + "1", "-" * 9_000 + "1", "-" * 5_000 + "1", "-" * 100 + "1",
-                                  "not " * 2_000 + "1", "[" * 150 + "]" * 150])
+@pytest.mark.parametrize(
+    "text",
+    ["-" * 100_000 + "1", "-" * 9_000 + "1", "-" * 5_000 + "1", "-" * 100 + "1", "not " * 2_000 + "1", "[" * 150 + "]" * 150],
+)
 def test_long_or_deeply_nested_expressions_are_refused_by_name(text, refused_within):
     # Python's parser ends a long chain of signs in a MemoryError or RecursionError, the evaluator in a RecursionError.
     error, seconds, grown = refused_within(lambda: parse_expression(text, what="policy_kwargs"))
-    assert re.fullmatch(r"policy_kwargs: the expression (is \d+ characters long, the limit is 10000 \(MAX_EXPRESSION_LENGTH\)|"
-                        r"nests deeper than 32 levels \(MAX_EXPRESSION_DEPTH\)); it starts '.{40}'", str(error)), error
+    assert re.fullmatch(
+        r"policy_kwargs: the expression (is \d+ characters long, the limit is 10000 \(MAX_EXPRESSION_LENGTH\)|"
+        r"nests deeper than 32 levels \(MAX_EXPRESSION_DEPTH\)); it starts '.{40}'",
+        str(error),
+    ), error
     assert seconds < BOMB_SECONDS and grown < BOMB_BYTES
     assert parse_expression("-" * 20 + "1") == 1
 
@@ -168,8 +173,9 @@ def test_an_unknown_name_asks_for_quotes_or_names_the_nearest_allowed_one():
     # On the command line the example carries the quotes the shell removes.
     with pytest.raises(ValueError) as error:
         parse_key_value_arguments(["objective:kl_penalty"], option="--hyperparams")
-    assert str(error.value).startswith("--hyperparams objective: kl_penalty is not an allowed name; string values need "
-                                       "quotes: objective:\"'kl_penalty'\"")
+    assert str(error.value).startswith(
+        "--hyperparams objective: kl_penalty is not an allowed name; string values need quotes: objective:\"'kl_penalty'\""
+    )
 
 
 def test_valid_keys_are_constructor_parameters_plus_zoo_keys():
@@ -222,12 +228,21 @@ def test_preprocess_block_parses_eval_strings_and_checks_the_rest():
         # of the schedule are checked here, by the algorithm's rule.
         ({"clip_range": 0}, "clip_range must be > 0.0, got 0: it bounds the probability ratio"),
         ({"clip_range": 1e300}, "clip_range must be <= 1000.0, got 1e+300"),
-        ({"clip_range": "lin_-0.2"}, "clip_range (the schedule SimpleLinearSchedule(initial_value=-0.2) at "
-                                     "progress_remaining=1) must be > 0.0, got -0.2"),
-        ({"learning_rate": "lin_0"}, "learning_rate (the schedule SimpleLinearSchedule(initial_value=0.0) at "
-                                     "progress_remaining=1) must be > 0.0, got 0.0"),
-        ({"vf_learning_rate": "lin_-1"}, "vf_learning_rate (the schedule SimpleLinearSchedule(initial_value=-1.0) at "
-                                         "progress_remaining=1) must be > 0.0, got -1.0"),
+        (
+            {"clip_range": "lin_-0.2"},
+            "clip_range (the schedule SimpleLinearSchedule(initial_value=-0.2) at "
+            "progress_remaining=1) must be > 0.0, got -0.2",
+        ),
+        (
+            {"learning_rate": "lin_0"},
+            "learning_rate (the schedule SimpleLinearSchedule(initial_value=0.0) at "
+            "progress_remaining=1) must be > 0.0, got 0.0",
+        ),
+        (
+            {"vf_learning_rate": "lin_-1"},
+            "vf_learning_rate (the schedule SimpleLinearSchedule(initial_value=-1.0) at "
+            "progress_remaining=1) must be > 0.0, got -1.0",
+        ),
         ({"clip_range_vf": -1}, "clip_range_vf must be > 0.0, got -1"),
     ],
 )
@@ -246,8 +261,21 @@ def test_schedules_that_start_above_zero_pass_the_schedule_check():
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("1e-3", 0.001), ("3E-4", 3e-4), (" 1e6 ", 1_000_000), ("64", 64), ("-0.5", -0.5), (".5", 0.5), ("+2", 2),
-     ("lin_1e-3", "lin_1e-3"), ("1e-3x", "1e-3x"), ("abc", "abc"), ("", ""), (0.5, 0.5), (None, None)],
+    [
+        ("1e-3", 0.001),
+        ("3E-4", 3e-4),
+        (" 1e6 ", 1_000_000),
+        ("64", 64),
+        ("-0.5", -0.5),
+        (".5", 0.5),
+        ("+2", 2),
+        ("lin_1e-3", "lin_1e-3"),
+        ("1e-3x", "1e-3x"),
+        ("abc", "abc"),
+        ("", ""),
+        (0.5, 0.5),
+        (None, None),
+    ],
 )
 def test_numbers_written_as_strings_read_as_numbers(text, expected):
     """PyYAML (YAML 1.1) reads ``1e-3`` as a string: a float needs a dot there."""
@@ -256,15 +284,16 @@ def test_numbers_written_as_strings_read_as_numbers(text, expected):
 
 
 def test_a_yaml_number_without_a_dot_is_the_number_where_a_number_is_expected():
-    block = load_yaml("learning_rate: 1e-3\nent_coef: 1e-2\nn_timesteps: 2e5\nvf_learning_rate: 5e-4\nobjective: 1e3\n",
-                      where="test")
+    block = load_yaml(
+        "learning_rate: 1e-3\nent_coef: 1e-2\nn_timesteps: 2e5\nvf_learning_rate: 5e-4\nobjective: 1e3\n", where="test"
+    )
     assert block["learning_rate"] == "1e-3"  # what PyYAML gives
     parsed = preprocess_block(block, where="test", algorithm=PPO)
     assert parsed["learning_rate"] == 1e-3 and parsed["ent_coef"] == 1e-2 and parsed["n_timesteps"] == 200_000
     assert parsed["vf_learning_rate"] == 5e-4
     assert parsed["objective"] == "1e3"  # a string setting stays a string (and the algorithm refuses it by name)
     assert preprocess_block({"learning_rate": "1e-3"}, where="test")["learning_rate"] == 1e-3  # schedules: any algorithm
-    with pytest.raises(ValueError, match="learning_rate must be > 0.0, got -0.001"):
+    with pytest.raises(ValueError, match=r"learning_rate must be > 0\.0, got -0\.001"):
         preprocess_block({"learning_rate": "-1e-3"}, where="test", algorithm=PPO)
     assert parse_key_value_arguments(["learning_rate:1e-3"], option="--hyperparams") == {"learning_rate": 1e-3}
 
@@ -277,9 +306,11 @@ def test_a_string_that_is_neither_a_number_nor_a_schedule_is_refused_by_name(ref
 
 def test_hyperparameter_error_is_importable_from_the_package_without_torch():
     """The README's ``from sb3_ppo_ext import HyperparameterError``, in a fresh process that imports no torch for it."""
-    code = ("import sys; from sb3_ppo_ext import HyperparameterError; from sb3_ppo_ext.validation import check_int; "
-            "assert issubclass(HyperparameterError, (ValueError, AssertionError)); "
-            "print('torch' in sys.modules, 'HyperparameterError' in __import__('sb3_ppo_ext').__all__)")
+    code = (
+        "import sys; from sb3_ppo_ext import HyperparameterError; from sb3_ppo_ext.validation import check_int; "
+        "assert issubclass(HyperparameterError, (ValueError, AssertionError)); "
+        "print('torch' in sys.modules, 'HyperparameterError' in __import__('sb3_ppo_ext').__all__)"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["False", "True"]
@@ -351,8 +382,17 @@ def test_sampler_asks_no_clip_range_for_the_pure_penalty_objective():
         {"objective": "kl_penalty", "kl_coef": 0.3, "kl_penalty_target": None, "lr_kl_target": None, "learning_rate": 3e-4}
     )
     pinned = dict.fromkeys(
-        ["batch_size", "n_steps", "gamma", "gae_lambda", "ent_coef", "n_epochs", "max_grad_norm", "policy_kwargs",
-         "vf_learning_rate"]
+        [
+            "batch_size",
+            "n_steps",
+            "gamma",
+            "gae_lambda",
+            "ent_coef",
+            "n_epochs",
+            "max_grad_norm",
+            "policy_kwargs",
+            "vf_learning_rate",
+        ]
     )
     params = sample_ppo_ext_params(trial, 1, 1, {}, pinned=pinned)
     assert params == {
@@ -369,8 +409,17 @@ def test_a_pinned_objective_decides_which_kl_settings_are_searched():
         {"kl_coef": 2.0, "kl_penalty_target": 0.02, "learning_rate": 1e-4, "lr_kl_cadence": "minibatch"}
     )
     pinned = dict.fromkeys(
-        ["batch_size", "n_steps", "gamma", "gae_lambda", "ent_coef", "n_epochs", "max_grad_norm", "policy_kwargs",
-         "vf_learning_rate"]
+        [
+            "batch_size",
+            "n_steps",
+            "gamma",
+            "gae_lambda",
+            "ent_coef",
+            "n_epochs",
+            "max_grad_norm",
+            "policy_kwargs",
+            "vf_learning_rate",
+        ]
     )
     params = sample_ppo_ext_params(trial, 1, 1, {}, pinned={**pinned, "objective": "kl_penalty", "lr_kl_target": 0.01})
     assert params == {"kl_coef": 2.0, "kl_penalty_target": 0.02, "learning_rate": 1e-4, "lr_kl_cadence": "minibatch"}
@@ -378,8 +427,20 @@ def test_a_pinned_objective_decides_which_kl_settings_are_searched():
 
 def test_sampler_searches_a_separate_critic_learning_rate_or_none():
     pinned = dict.fromkeys(
-        ["batch_size", "n_steps", "gamma", "gae_lambda", "ent_coef", "n_epochs", "max_grad_norm", "policy_kwargs",
-         "learning_rate", "objective", "clip_range", "lr_kl_target"]
+        [
+            "batch_size",
+            "n_steps",
+            "gamma",
+            "gae_lambda",
+            "ent_coef",
+            "n_epochs",
+            "max_grad_norm",
+            "policy_kwargs",
+            "learning_rate",
+            "objective",
+            "clip_range",
+            "lr_kl_target",
+        ]
     )
     pinned.update(objective="clip", lr_kl_target=None)
     shared = sample_ppo_ext_params(optuna.trial.FixedTrial({"separate_vf_learning_rate": False}), 1, 1, {}, pinned=pinned)
@@ -408,7 +469,7 @@ def test_run_files_written_by_plain_rl_zoo3_load_and_other_python_tags_are_refus
         check_run_folder(str(tmp_path))
     evil.unlink()
     zoo_written.write_text("normalize: \"__import__('os').system('touch x')\"\n")
-    with pytest.raises(ValueError, match="normalize in .*config.yml"):
+    with pytest.raises(ValueError, match=r"normalize in .*config\.yml"):
         check_run_folder(str(tmp_path))
     assert not marker.exists()
 
@@ -437,7 +498,7 @@ def test_classes_a_run_file_saves_as_import_paths_are_read_back_as_classes():
     parsed = preprocess_block(saved, where="config.yml")
     assert parsed["policy_kwargs"] == policy_kwargs
     check_block_values(parsed, where="config.yml")
-    with pytest.raises(ValueError, match="activation_fn must be a class deriving from torch.nn.Module .* got 'os.system'"):
+    with pytest.raises(ValueError, match=r"activation_fn must be a class deriving from torch\.nn\.Module .* got 'os\.system'"):
         check_block_values(preprocess_block({"policy_kwargs": {"activation_fn": "os.system"}}, where="c"), where="c")
 
 
@@ -493,8 +554,11 @@ def test_rl_zoo3s_configs_are_found():
     assert len(RL_ZOO3_CONFIGS) > 5
 
 
-@pytest.mark.parametrize("path", [*RL_ZOO3_CONFIGS, default_config_path()],
-                         ids=[*(os.path.basename(path) for path in RL_ZOO3_CONFIGS), "bundled ppo_ext.yml"])
+@pytest.mark.parametrize(
+    "path",
+    [*RL_ZOO3_CONFIGS, default_config_path()],
+    ids=[*(os.path.basename(path) for path in RL_ZOO3_CONFIGS), "bundled ppo_ext.yml"],
+)
 def test_every_rl_zoo3_and_bundled_config_is_within_the_limits(path):
     checked, outside_allow_list = 0, []
     for env_id, block in check_config_document(load_yaml_file(path), where=path).items():
@@ -560,13 +624,29 @@ def test_config_documents_of_the_wrong_shape_are_refused(document, message):
 def test_block_values_of_the_wrong_type_or_an_absurd_size_are_refused(block, message):
     with pytest.raises(ValueError, match=message):
         check_block_values(block, where="the 'CartPole-v1' block of c.yml")
-    check_block_values({"n_envs": 8.0, "n_steps": 2048, "batch_size": 64, "buffer_size": 1e6, "n_timesteps": 1e6,
-                        "n_epochs": 10, "frame_stack": 4, "normalize": {"norm_reward": False, "clip_obs": 5.0},
-                        "policy_kwargs": {"net_arch": {"pi": [64], "vf": [64]}, "activation_fn": nn.ReLU,
-                                          "optimizer_class": optim.AdamW, "ortho_init": False, "log_std_init": -1}},
-                       where="fine")
-    check_block_values({"frame_stack": None, "policy_kwargs": {"net_arch": [{"pi": [8], "vf": [8]}]}},
-                       where="fine")  # rl-zoo3: no stacking; SB3 still reads the pre-1.8 net_arch
+    check_block_values(
+        {
+            "n_envs": 8.0,
+            "n_steps": 2048,
+            "batch_size": 64,
+            "buffer_size": 1e6,
+            "n_timesteps": 1e6,
+            "n_epochs": 10,
+            "frame_stack": 4,
+            "normalize": {"norm_reward": False, "clip_obs": 5.0},
+            "policy_kwargs": {
+                "net_arch": {"pi": [64], "vf": [64]},
+                "activation_fn": nn.ReLU,
+                "optimizer_class": optim.AdamW,
+                "ortho_init": False,
+                "log_std_init": -1,
+            },
+        },
+        where="fine",
+    )
+    check_block_values(
+        {"frame_stack": None, "policy_kwargs": {"net_arch": [{"pi": [8], "vf": [8]}]}}, where="fine"
+    )  # rl-zoo3: no stacking; SB3 still reads the pre-1.8 net_arch
 
 
 def test_aliases_of_a_long_string_cost_its_length(refused_within):
@@ -575,8 +655,10 @@ def test_aliases_of_a_long_string_cost_its_length(refused_within):
     bomb = "a: &a '" + "x" * 640_000 + "'\nb: [" + ", ".join(["*a"] * 8000) + "]\n"
     assert len(bomb) < MAX_YAML_BYTES
     error, seconds, grown = refused_within(lambda: load_yaml(bomb, where="long.yml"))
-    assert (f"long.yml expands to more than {MAX_YAML_EXPANDED_CHARACTERS} characters of keys and values once its "
-            "aliases are expanded (line 2)") in str(error)
+    assert (
+        f"long.yml expands to more than {MAX_YAML_EXPANDED_CHARACTERS} characters of keys and values once its "
+        "aliases are expanded (line 2)"
+    ) in str(error)
     assert seconds < BOMB_SECONDS and grown < BOMB_BYTES
     # A long &defaults block merged into many blocks stays within the limit.
     merges = "defaults: &d {note: '" + "y" * 10_000 + "'}\n" + "".join(f"e{i}:\n  <<: *d\n  n: {i}\n" for i in range(100))

@@ -179,10 +179,17 @@ def test_example(blocks: list[Example], tmp_path: Path):
     env = dict(os.environ, OMP_NUM_THREADS="1", MPLBACKEND="Agg", PYTHONWARNINGS="ignore")
     env.setdefault("SDL_VIDEODRIVER", "dummy")  # classic-control envs render through pygame, headless here
     result = subprocess.run(
-        [sys.executable, str(script)], check=False, cwd=tmp_path, env=env, capture_output=True, text=True,
+        [sys.executable, str(script)],
+        check=False,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=EXAMPLE_TIMEOUT,
     )
-    assert result.returncode == 0, f"{chain_name(blocks)} failed:\n{script.read_text()}\n--- output\n{result.stdout}{result.stderr}"
+    assert result.returncode == 0, (
+        f"{chain_name(blocks)} failed:\n{script.read_text()}\n--- output\n{result.stdout}{result.stderr}"
+    )
 
 
 def test_sphinx_build(tmp_path: Path):
@@ -190,7 +197,11 @@ def test_sphinx_build(tmp_path: Path):
         pytest.importorskip(module)  # the docs extra (also in the tests extra)
     result = subprocess.run(
         [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "dummy", str(DOCS), str(tmp_path / "out")],
-        check=False, cwd=ROOT, capture_output=True, text=True, timeout=BUILD_TIMEOUT,
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT,
         env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore"),
     )
     assert result.returncode == 0, f"sphinx-build failed:\n{result.stdout}{result.stderr}"

@@ -175,8 +175,9 @@ def test_dict_observations_export_one_input_per_key(tmp_path, env_class):
 
     make = SimpleMultiObsEnv if env_class == "SimpleMultiObsEnv" else env_class
     normalized_key = "vec" if env_class == "SimpleMultiObsEnv" else "position"
-    env = VecNormalize(make_vec_env(lambda: TimeLimit(make(), 50), n_envs=2, seed=0), norm_obs_keys=[normalized_key],
-                       clip_obs=2.0)
+    env = VecNormalize(
+        make_vec_env(lambda: TimeLimit(make(), 50), n_envs=2, seed=0), norm_obs_keys=[normalized_key], clip_obs=2.0
+    )
     model = PPO("MultiInputPolicy", env, n_steps=32, batch_size=32, n_epochs=1, policy_kwargs=TINY, seed=0)
     model.learn(64)
     space = model.observation_space

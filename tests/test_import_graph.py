@@ -52,7 +52,7 @@ def package_dirs() -> dict[str, str]:
     found = {}
     for package in setuptools["packages"]:
         base = max((name for name in mapping if package == name or package.startswith(name + ".")), key=len)
-        found[package] = os.path.join(ROOT, mapping[base], *package[len(base):].split(".")[1:])
+        found[package] = os.path.join(ROOT, mapping[base], *package[len(base) :].split(".")[1:])
     return found
 
 
@@ -93,7 +93,7 @@ def imports_of(module: str, files: dict[str, str]) -> list[tuple[str, int, bool,
 
     def commented(node: ast.stmt) -> bool:
         """A comment on the statement's lines, or on the line above it or above the imports just before it."""
-        if any("#" in line for line in lines[node.lineno - 1:node.end_lineno]):
+        if any("#" in line for line in lines[node.lineno - 1 : node.end_lineno]):
             return True
         above = node.lineno - 2
         while above >= 0 and lines[above].strip().startswith(("import ", "from ")):
@@ -110,8 +110,7 @@ def imports_of(module: str, files: dict[str, str]) -> list[tuple[str, int, bool,
                     origin = f"{parent}.{child.module}" if child.module else parent
                 else:
                     origin = child.module or ""
-                found.extend((f"{origin}.{alias.name}", child.lineno, in_function, commented(child))
-                             for alias in child.names)
+                found.extend((f"{origin}.{alias.name}", child.lineno, in_function, commented(child)) for alias in child.names)
             visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
 
     visit(tree, False)
@@ -129,8 +128,14 @@ def import_graph() -> tuple[dict[str, str], list[Import], list[tuple[str, str, i
         for name, line, in_function, has_comment in imports_of(module, files):
             ours = owning_module(name, modules)
             if in_function:
-                optional = next((dependency for dependency in OPTIONAL_DEPENDENCIES
-                                 if name == dependency or name.startswith(dependency + ".")), None)
+                optional = next(
+                    (
+                        dependency
+                        for dependency in OPTIONAL_DEPENDENCIES
+                        if name == dependency or name.startswith(dependency + ".")
+                    ),
+                    None,
+                )
                 if optional is None:
                     refused.append((module, name, line))
                 elif not has_comment:
@@ -216,8 +221,9 @@ def test_the_docstring_places_every_module_in_a_layer():
     entries = layers()
     assert entries, "the package docstring has no 'Layers' list"
     assert [module for module in sorted(files) if layer_of(module, entries) is None] == []
-    assert [entry for entry in entries if not any(module == entry or module.startswith(entry + ".")
-                                                  for module in files)] == [], "layer entries naming no module"
+    assert [
+        entry for entry in entries if not any(module == entry or module.startswith(entry + ".") for module in files)
+    ] == [], "layer entries naming no module"
 
 
 def test_no_import_loops():
@@ -229,9 +235,14 @@ def test_no_import_loops():
 def test_no_import_points_up_a_layer():
     _, edges, _ = import_graph()
     entries = layers()
-    upward = sorted({f"{edge.importer}:{edge.line} (layer {layer_of(edge.importer, entries)}) imports {edge.imported} "
-                     f"(layer {layer_of(edge.imported, entries)})" for edge in edges
-                     if (layer_of(edge.imported, entries) or 0) > (layer_of(edge.importer, entries) or 0)})
+    upward = sorted(
+        {
+            f"{edge.importer}:{edge.line} (layer {layer_of(edge.importer, entries)}) imports {edge.imported} "
+            f"(layer {layer_of(edge.imported, entries)})"
+            for edge in edges
+            if (layer_of(edge.imported, entries) or 0) > (layer_of(edge.importer, entries) or 0)
+        }
+    )
     assert upward == [], "imports pointing up a layer:\n" + "\n".join(upward)
 
 
@@ -241,14 +252,19 @@ def test_imports_inside_functions_are_for_optional_dependencies_only():
     for module, name, line in refused:
         by_statement.setdefault((module, line), []).append(name)
     listed = [f"{module}:{line} imports {', '.join(names)}" for (module, line), names in by_statement.items()]
-    assert listed == [], ("imports inside functions (move them to the top of the module, or add the optional "
-                          "dependency to OPTIONAL_DEPENDENCIES with a comment at the import):\n" + "\n".join(listed))
+    assert listed == [], (
+        "imports inside functions (move them to the top of the module, or add the optional "
+        "dependency to OPTIONAL_DEPENDENCIES with a comment at the import):\n" + "\n".join(listed)
+    )
 
 
-@pytest.mark.parametrize(("edges", "expected"), [
-    ([("a", "b"), ("b", "c")], []),
-    ([("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")], [["a", "b", "c"]]),
-    ([("a", "b"), ("b", "a"), ("c", "d"), ("d", "c")], [["a", "b"], ["c", "d"]]),
-])
+@pytest.mark.parametrize(
+    ("edges", "expected"),
+    [
+        ([("a", "b"), ("b", "c")], []),
+        ([("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")], [["a", "b", "c"]]),
+        ([("a", "b"), ("b", "a"), ("c", "d"), ("d", "c")], [["a", "b"], ["c", "d"]]),
+    ],
+)
 def test_loops_finds_strongly_connected_groups(edges, expected):
     assert sorted(loops([Import(importer, imported, 1, False) for importer, imported in edges])) == expected

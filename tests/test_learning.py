@@ -11,10 +11,33 @@ from sb3_ppo_ext import PPO
 
 # rl-zoo3's tuned PPO settings (hyperparams/ppo.yml): env id -> (n_envs, n_timesteps, constructor kwargs)
 ZOO = {
-    "CartPole-v1": (8, 100_000, dict(n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
-                                     learning_rate=lambda p: p * 1e-3, clip_range=lambda p: p * 0.2)),
-    "Pendulum-v1": (4, 100_000, dict(n_steps=1024, gae_lambda=0.95, gamma=0.9, n_epochs=10, learning_rate=1e-3,
-                                     clip_range=0.2, use_sde=True, sde_sample_freq=4)),
+    "CartPole-v1": (
+        8,
+        100_000,
+        dict(
+            n_steps=32,
+            batch_size=256,
+            gae_lambda=0.8,
+            gamma=0.98,
+            n_epochs=20,
+            learning_rate=lambda p: p * 1e-3,
+            clip_range=lambda p: p * 0.2,
+        ),
+    ),
+    "Pendulum-v1": (
+        4,
+        100_000,
+        dict(
+            n_steps=1024,
+            gae_lambda=0.95,
+            gamma=0.9,
+            n_epochs=10,
+            learning_rate=1e-3,
+            clip_range=0.2,
+            use_sde=True,
+            sde_sample_freq=4,
+        ),
+    ),
 }
 THRESHOLDS = {"CartPole-v1": 475.0, "Pendulum-v1": -250.0}
 
@@ -27,8 +50,13 @@ def train_until_solved(algorithm, env_id: str, seed: int, **extra) -> tuple[floa
     n_envs, budget, kwargs = ZOO[env_id]
     model = algorithm("MlpPolicy", make_vec_env(env_id, n_envs=n_envs, seed=seed), seed=seed, **kwargs, **extra)
     stop = StopTrainingOnRewardThreshold(THRESHOLDS[env_id], verbose=0)
-    evaluation = EvalCallback(make_vec_env(env_id, n_envs=1, seed=seed + 1000), n_eval_episodes=10,
-                              eval_freq=5000 // n_envs, callback_on_new_best=stop, verbose=0)
+    evaluation = EvalCallback(
+        make_vec_env(env_id, n_envs=1, seed=seed + 1000),
+        n_eval_episodes=10,
+        eval_freq=5000 // n_envs,
+        callback_on_new_best=stop,
+        verbose=0,
+    )
     model.learn(budget, callback=evaluation)
     return evaluation.best_mean_reward, model.num_timesteps
 

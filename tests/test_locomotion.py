@@ -8,6 +8,8 @@ import gymnasium as gym
 import numpy as np
 import pybullet
 import pytest
+
+import sb3_ppo_ext  # noqa: F401  (registers the ids)
 from sb3_ppo_ext.envs._bullet import check_integer, check_non_negative, check_positive, check_probability, check_range
 from sb3_ppo_ext.envs.humanoid import (
     HUMANOID_START_HEIGHT,
@@ -32,8 +34,6 @@ from sb3_ppo_ext.envs.locomotion import (
     walker_alive_bonus,
 )
 from sb3_ppo_ext.envs.walker2d import Walker2DEnv
-
-import sb3_ppo_ext  # noqa: F401  (registers the ids)
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -277,9 +277,14 @@ def test_electricity_cost_uses_clipped_action_unless_quirks(walker, quirks):
         quirky.close()
 
 
-@pytest.mark.parametrize("late_kwargs", [
-    dict(reference_quirks=True), dict(reference_quirks=("late_foot_contacts",)), dict(foot_contacts="previous"),
-])
+@pytest.mark.parametrize(
+    "late_kwargs",
+    [
+        dict(reference_quirks=True),
+        dict(reference_quirks=("late_foot_contacts",)),
+        dict(foot_contacts="previous"),
+    ],
+)
 def test_contact_flags_are_current_or_one_step_old(late_kwargs):
     current_env, late_env = Walker2DEnv(foot_contacts="current"), Walker2DEnv(**late_kwargs)
     try:
@@ -300,7 +305,9 @@ def test_contact_flags_are_current_or_one_step_old(late_kwargs):
         late_env.close()
 
 
-@pytest.mark.parametrize(("ours", "reference_id"), [(Walker2DEnv, "Walker2DBulletEnv-v0"), (HumanoidEnv, "HumanoidBulletEnv-v0")])
+@pytest.mark.parametrize(
+    ("ours", "reference_id"), [(Walker2DEnv, "Walker2DBulletEnv-v0"), (HumanoidEnv, "HumanoidBulletEnv-v0")]
+)
 def test_the_named_contact_option_is_the_reference_quirk(ours, reference_id):
     """``foot_contacts="previous"`` with the two other quirks is pybullet_envs exactly, whatever the default."""
     pytest.importorskip("pybullet_envs_gymnasium")
@@ -321,10 +328,13 @@ def test_the_named_contact_option_is_the_reference_quirk(ours, reference_id):
         reference.close()
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(foot_contacts="late"), r"foot_contacts must be None or one of \['current', 'previous'\]"),
-    (dict(foot_contacts="current", reference_quirks=True), "not be 'current' when reference_quirks holds"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(foot_contacts="late"), r"foot_contacts must be None or one of \['current', 'previous'\]"),
+        (dict(foot_contacts="current", reference_quirks=True), "not be 'current' when reference_quirks holds"),
+    ],
+)
 def test_bad_contact_settings_are_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
         Walker2DEnv(**kwargs)
@@ -697,19 +707,22 @@ def test_one_quirk_leaves_the_other_fixes_in_place(walker):
         walker.reset(seed=5)
         quirky.reset(seed=5)
         for _ in range(20):
-            obs, reward, *_, info = walker.step(np.full(6, 0.5))
-            quirky_obs, quirky_reward, *_, quirky_info = quirky.step(np.full(6, 0.5))
+            obs, reward, *_ = walker.step(np.full(6, 0.5))
+            quirky_obs, quirky_reward, *_ = quirky.step(np.full(6, 0.5))
             np.testing.assert_array_equal(obs, quirky_obs)  # current contact flags, same body centre
             assert reward == quirky_reward  # in-range actions: the raw and the clipped action cost the same
     finally:
         quirky.close()
 
 
-@pytest.mark.parametrize("value, message", [
-    ("floor_in_centre", "must be True, False or a collection"),
-    (1, "must be True, False or a collection"),
-    (["floor_in_centre", "wobble"], r"unknown quirk name\(s\) \['wobble'\]"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("floor_in_centre", "must be True, False or a collection"),
+        (1, "must be True, False or a collection"),
+        (["floor_in_centre", "wobble"], r"unknown quirk name\(s\) \['wobble'\]"),
+    ],
+)
 def test_bad_quirk_settings_are_named(value, message):
     with pytest.raises(ValueError, match=message):
         Walker2DEnv(reference_quirks=value)

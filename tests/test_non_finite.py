@@ -117,6 +117,7 @@ def test_clipped_step_refuses_non_finite_gradients_only_when_asked():
 
 # ----------------------------------------------------------- every collection path, through one check
 
+
 class Poison(gym.Wrapper):
     """At step ``at`` of its life, puts ``value`` (NaN or inf) into ``field``: ``"observation"`` (every entry; of a Dict
     observation, the ``"speed"`` key's), ``"reward"``, or ``"terminal_observation"`` (that step's observation, with the
@@ -149,9 +150,7 @@ class DictObservation(gym.ObservationWrapper):
     def __init__(self, env: gym.Env):
         super().__init__(env)
         low, high = env.observation_space.low, env.observation_space.high
-        self.observation_space = spaces.Dict(
-            {"angle": spaces.Box(low[:2], high[:2]), "speed": spaces.Box(low[2:], high[2:])}
-        )
+        self.observation_space = spaces.Dict({"angle": spaces.Box(low[:2], high[:2]), "speed": spaces.Box(low[2:], high[2:])})
 
     def observation(self, observation):
         return {"angle": observation[:2], "speed": observation[2:]}
@@ -299,6 +298,7 @@ def test_the_first_observation_of_a_rollout_is_checked_before_it_is_acted_on():
 
 # ------------------------------------------------------------------------------------ the units, by hand
 
+
 def test_check_finite_names_the_rows_and_passes_finite_values_that_overflow_a_sum_of_squares():
     big = np.full((2, 3), 1e30, dtype=np.float32)  # finite, but its squares overflow float32
     check_finite("observation", big, 4, "")
@@ -306,8 +306,11 @@ def test_check_finite_names_the_rows_and_passes_finite_values_that_overflow_a_su
     values = np.zeros((3, 2), dtype=np.float32)
     values[2, 1] = np.inf
     values[0, 0] = np.nan
-    with pytest.raises(NonFiniteCollectionError, match=r"non-finite observation from env\(s\) \[0, 2\] at step 6 "
-                       r"\(env 0: \[nan\], env 2: \[inf\]\); kept") as raised:
+    with pytest.raises(
+        NonFiniteCollectionError,
+        match=r"non-finite observation from env\(s\) \[0, 2\] at step 6 "
+        r"\(env 0: \[nan\], env 2: \[inf\]\); kept",
+    ) as raised:
         check_finite("observation", values, 6, "kept")
     assert (raised.value.env_index, raised.value.env_indices) == (0, [0, 2])
     with pytest.raises(NonFiniteCollectionError) as raised:

@@ -56,8 +56,9 @@ class StepRecorder(BaseCallback):
         return True
 
 
-def train(algorithm: type, env: Any, n_envs: int, policy: Any = "MlpPolicy", compile_policy: bool = False,
-          **kwargs: Any) -> tuple[Any, StepRecorder]:
+def train(
+    algorithm: type, env: Any, n_envs: int, policy: Any = "MlpPolicy", compile_policy: bool = False, **kwargs: Any
+) -> tuple[Any, StepRecorder]:
     """``algorithm`` trained for ``ROLLOUTS`` rollouts on ``n_envs`` copies of ``env`` (seed 0), with its recorder."""
     np.random.seed(0)  # SimpleMultiObsEnv draws its observations from numpy's global generator when it is built
     model = algorithm(policy, make_vec_env(env, n_envs=n_envs, seed=0), seed=0, **kwargs)
@@ -94,8 +95,11 @@ SB3_ADAM = dict(optimizer_kwargs=dict(eps=1e-5, fused=False))  # SB3's Adam sett
 CASES = {
     "cartpole": ("CartPole-v1", 1, SMALL),
     "cartpole-4-envs": ("CartPole-v1", 4, dict(SMALL, n_steps=32)),
-    "cartpole-early-stop-vf-clip": ("CartPole-v1", 2, dict(SMALL, learning_rate=3e-3, target_kl=0.003,
-                                                              clip_range_vf=0.2, ent_coef=0.01)),
+    "cartpole-early-stop-vf-clip": (
+        "CartPole-v1",
+        2,
+        dict(SMALL, learning_rate=3e-3, target_kl=0.003, clip_range_vf=0.2, ent_coef=0.01),
+    ),
     "pendulum": ("Pendulum-v1", 1, dict(SMALL, batch_size=48)),  # also a truncated last minibatch
     "pendulum-2-envs": ("Pendulum-v1", 2, SMALL),
     "pendulum-gsde": ("Pendulum-v1", 2, dict(SMALL, use_sde=True, sde_sample_freq=4)),
@@ -104,8 +108,11 @@ CASES = {
     "multibinary": (lambda: IdentityEnvMultiBinary(4), 2, SMALL),
     "multidiscrete": (lambda: IdentityEnvMultiDiscrete(3), 2, SMALL),
     "dict-observations": (lambda: BitFlippingEnv(n_bits=4), 2, dict(SMALL, policy="MultiInputPolicy")),
-    "dict-observations-box-actions": (lambda: BitFlippingEnv(n_bits=4, continuous=True), 2,
-                                      dict(SMALL, policy="MultiInputPolicy")),
+    "dict-observations-box-actions": (
+        lambda: BitFlippingEnv(n_bits=4, continuous=True),
+        2,
+        dict(SMALL, policy="MultiInputPolicy"),
+    ),
     "rmsprop": ("CartPole-v1", 2, dict(SMALL, policy_kwargs=dict(optimizer_class=th.optim.RMSprop))),
 }
 # A NatureCNN with ReLUs on image observations: its kinks, with Adam's normalisation, can turn a last-bit difference into
@@ -145,10 +152,20 @@ def test_early_stopping_case_stops_early():
     assert model._n_updates < ROLLOUTS * kwargs["n_epochs"]
 
 
-@pytest.mark.parametrize("case", [
-    "cartpole-4-envs", "cartpole-early-stop-vf-clip", "pendulum", "pendulum-gsde", "pendulum-gsde-squashed",
-    "multibinary", "multidiscrete", "dict-observations-box-actions", "dict-image-observations",
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "cartpole-4-envs",
+        "cartpole-early-stop-vf-clip",
+        "pendulum",
+        "pendulum-gsde",
+        "pendulum-gsde-squashed",
+        "multibinary",
+        "multidiscrete",
+        "dict-observations-box-actions",
+        "dict-image-observations",
+    ],
+)
 def test_bit_identical_where_ours_takes_sb3s_torch_paths(case):
     """With what our fast paths replace taken through torch as SB3 takes it (collection: ``fast_collect=False``;
     log-probabilities: ``direct_evaluation=False``; Adam: the for-loop kernel), the runs are bit-identical: the
@@ -217,11 +234,14 @@ class FloorGaussianPolicy(ActorCriticPolicy):
         self.action_dist = FloorGaussian(int(np.prod(self.action_space.shape)))
 
 
-@pytest.mark.parametrize("policy_class, env, uses_numpy_actor, uses_direct_head", [
-    (CountingEvaluatePolicy, "Pendulum-v1", True, False),
-    (CountingForwardPolicy, "CartPole-v1", False, True),
-    (FloorGaussianPolicy, "Pendulum-v1", False, False),
-])
+@pytest.mark.parametrize(
+    "policy_class, env, uses_numpy_actor, uses_direct_head",
+    [
+        (CountingEvaluatePolicy, "Pendulum-v1", True, False),
+        (CountingForwardPolicy, "CartPole-v1", False, True),
+        (FloorGaussianPolicy, "Pendulum-v1", False, False),
+    ],
+)
 def test_custom_policies_take_sb3_paths_and_train_as_sb3(policy_class, env, uses_numpy_actor, uses_direct_head):
     kwargs = dict(SMALL, policy_kwargs=dict(log_std_init=-1.5) if policy_class is FloorGaussianPolicy else None)
     policy_class.calls = 0

@@ -38,8 +38,17 @@ TINY = dict(net_arch=[16])
     ids=["discrete", "box", "box-gsde", "multidiscrete", "multibinary"],
 )
 def test_every_action_space_trains(make_env, kwargs, objective):
-    model = PPO("MlpPolicy", make_env(), n_steps=64, batch_size=32, n_epochs=2, objective=objective,
-                policy_kwargs=TINY, seed=0, **kwargs)
+    model = PPO(
+        "MlpPolicy",
+        make_env(),
+        n_steps=64,
+        batch_size=32,
+        n_epochs=2,
+        objective=objective,
+        policy_kwargs=TINY,
+        seed=0,
+        **kwargs,
+    )
     model.learn(256)
     assert model.num_timesteps == 256
     assert model.kl_estimator == "analytic"
@@ -51,8 +60,15 @@ def _weights(model: PPO) -> th.Tensor:
 
 
 def test_dict_observations_multi_input_policy():
-    model = PPO("MultiInputPolicy", SimpleMultiObsEnv(random_start=False), n_steps=64, batch_size=32, n_epochs=2,
-                policy_kwargs=TINY, seed=0)
+    model = PPO(
+        "MultiInputPolicy",
+        SimpleMultiObsEnv(random_start=False),
+        n_steps=64,
+        batch_size=32,
+        n_epochs=2,
+        policy_kwargs=TINY,
+        seed=0,
+    )
     before = _weights(model)
     model.learn(128)
     assert model._n_updates == 2 * 2  # two rollouts, two epochs each: every epoch ran
@@ -62,8 +78,15 @@ def test_dict_observations_multi_input_policy():
 
 def test_cnn_policy_on_images():
     env = FakeImageEnv(screen_height=36, screen_width=36, n_channels=1, discrete=True)
-    model = PPO("CnnPolicy", env, n_steps=32, batch_size=16, n_epochs=1,
-                policy_kwargs=dict(features_extractor_kwargs=dict(features_dim=16)), seed=0)
+    model = PPO(
+        "CnnPolicy",
+        env,
+        n_steps=32,
+        batch_size=16,
+        n_epochs=1,
+        policy_kwargs=dict(features_extractor_kwargs=dict(features_dim=16)),
+        seed=0,
+    )
     before = _weights(model)
     model.learn(64)
     assert model._n_updates == 2
@@ -95,8 +118,17 @@ class CountingBuffer(RolloutBuffer):
 
 def test_custom_rollout_buffer_class_is_used():
     CountingBuffer.gets = 0
-    model = PPO("MlpPolicy", "CartPole-v1", n_steps=64, batch_size=32, n_epochs=3, rollout_buffer_class=CountingBuffer,
-                rollout_buffer_kwargs={}, policy_kwargs=TINY, seed=0)
+    model = PPO(
+        "MlpPolicy",
+        "CartPole-v1",
+        n_steps=64,
+        batch_size=32,
+        n_epochs=3,
+        rollout_buffer_class=CountingBuffer,
+        rollout_buffer_kwargs={},
+        policy_kwargs=TINY,
+        seed=0,
+    )
     model.learn(64)
     assert isinstance(model.rollout_buffer, CountingBuffer)
     assert CountingBuffer.gets == 3  # one pass per epoch through the user's own get()
@@ -204,8 +236,13 @@ def test_numpy_actor_samples_the_policy_distribution():
 
 @pytest.mark.parametrize("n_rows", [1, 5])
 @pytest.mark.parametrize(
-    "make_env", [lambda: IdentityEnv(4), lambda: IdentityEnvMultiDiscrete(3), lambda: IdentityEnvMultiBinary(3),
-                 lambda: IdentityEnvBox(-1, 1)],
+    "make_env",
+    [
+        lambda: IdentityEnv(4),
+        lambda: IdentityEnvMultiDiscrete(3),
+        lambda: IdentityEnvMultiBinary(3),
+        lambda: IdentityEnvBox(-1, 1),
+    ],
     ids=["categorical", "multi-categorical", "bernoulli", "gaussian"],
 )
 def test_numpy_actor_draws_what_the_torch_policy_draws(make_env, n_rows):
@@ -280,15 +317,35 @@ def test_callbacks_see_sb3_locals_and_can_stop_training():
 
 
 def test_logged_keys_and_means(tmp_path):
-    model = PPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=16, n_epochs=3, objective="clip_kl_penalty",
-                lr_kl_target=0.01, policy_kwargs=TINY, seed=0)
+    model = PPO(
+        "MlpPolicy",
+        "Pendulum-v1",
+        n_steps=64,
+        batch_size=16,
+        n_epochs=3,
+        objective="clip_kl_penalty",
+        lr_kl_target=0.01,
+        policy_kwargs=TINY,
+        seed=0,
+    )
     model.set_logger(configure(str(tmp_path), ["csv"]))
     model.learn(128)
     logged = model.logger.name_to_value
     expected = {
-        "train/entropy_loss", "train/policy_gradient_loss", "train/value_loss", "train/approx_kl", "train/clip_fraction",
-        "train/loss", "train/explained_variance", "train/n_updates", "train/clip_range", "train/learning_rate", "train/std",
-        "train/kl", "train/kl_coef", "train/kl_penalty_loss",
+        "train/entropy_loss",
+        "train/policy_gradient_loss",
+        "train/value_loss",
+        "train/approx_kl",
+        "train/clip_fraction",
+        "train/loss",
+        "train/explained_variance",
+        "train/n_updates",
+        "train/clip_range",
+        "train/learning_rate",
+        "train/std",
+        "train/kl",
+        "train/kl_coef",
+        "train/kl_penalty_loss",
     }
     assert expected <= set(logged)
     # Means over the whole update: the penalty is beta (of this update) times the mean KL over its minibatches.
@@ -309,8 +366,19 @@ def test_target_kl_stops_epochs_like_sb3():
 
 def test_penalty_without_clipping_ignores_clip_range():
     """With objective='kl_penalty' the surrogate is unclipped: a zero clip range must not freeze learning."""
-    model = PPO("MlpPolicy", "CartPole-v1", n_steps=128, batch_size=64, n_epochs=4, objective="kl_penalty",
-                clip_range=1e-9, kl_coef=0.01, kl_penalty_target=None, policy_kwargs=TINY, seed=0)
+    model = PPO(
+        "MlpPolicy",
+        "CartPole-v1",
+        n_steps=128,
+        batch_size=64,
+        n_epochs=4,
+        objective="kl_penalty",
+        clip_range=1e-9,
+        kl_coef=0.01,
+        kl_penalty_target=None,
+        policy_kwargs=TINY,
+        seed=0,
+    )
     before = th.nn.utils.parameters_to_vector(model.policy.action_net.parameters()).clone()
     model.learn(128)
     after = th.nn.utils.parameters_to_vector(model.policy.action_net.parameters())
@@ -319,9 +387,21 @@ def test_penalty_without_clipping_ignores_clip_range():
 
 
 def test_adaptive_state_moves_and_learning_rate_replaces_schedule():
-    model = PPO("MlpPolicy", "CartPole-v1", n_steps=128, batch_size=64, n_epochs=2, learning_rate=lambda p: 1e-3 * p,
-                objective="kl_penalty", kl_penalty_target=1e-12, lr_kl_target=1e-12, lr_min=1e-5, lr_max=1e-2,
-                policy_kwargs=TINY, seed=0)
+    model = PPO(
+        "MlpPolicy",
+        "CartPole-v1",
+        n_steps=128,
+        batch_size=64,
+        n_epochs=2,
+        learning_rate=lambda p: 1e-3 * p,
+        objective="kl_penalty",
+        kl_penalty_target=1e-12,
+        lr_kl_target=1e-12,
+        lr_min=1e-5,
+        lr_max=1e-2,
+        policy_kwargs=TINY,
+        seed=0,
+    )
     assert model.adaptive_learning_rate == pytest.approx(1e-3)
     model.learn(256)
     # KL far above the tiny targets: beta doubled after each of the 2 updates; the lr divided by 1.5 after every
@@ -333,8 +413,18 @@ def test_adaptive_state_moves_and_learning_rate_replaces_schedule():
 
 
 def test_epoch_cadence_adapts_once_per_epoch():
-    model = PPO("MlpPolicy", "CartPole-v1", n_steps=128, batch_size=32, n_epochs=3, learning_rate=1e-3,
-                lr_kl_target=1e-12, lr_kl_cadence="epoch", policy_kwargs=TINY, seed=0)
+    model = PPO(
+        "MlpPolicy",
+        "CartPole-v1",
+        n_steps=128,
+        batch_size=32,
+        n_epochs=3,
+        learning_rate=1e-3,
+        lr_kl_target=1e-12,
+        lr_kl_cadence="epoch",
+        policy_kwargs=TINY,
+        seed=0,
+    )
     model.learn(128)
     assert model.adaptive_learning_rate == pytest.approx(1e-3 / 1.5**3)
 
@@ -373,11 +463,14 @@ def test_bad_hyperparameters_raise_value_error(kwargs, names):
     assert isinstance(error.value, AssertionError)  # what SB3's asserts raise: `except AssertionError` still works
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"batch_size": 1},  # SB3: "`batch_size` must be greater than 1"
-    {"n_steps": 1, "batch_size": 2},  # SB3: "`n_steps * n_envs` must be greater than 1"
-    {"clip_range_vf": -0.1},  # SB3: "`clip_range_vf` must be positive"
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"batch_size": 1},  # SB3: "`batch_size` must be greater than 1"
+        {"n_steps": 1, "batch_size": 2},  # SB3: "`n_steps * n_envs` must be greater than 1"
+        {"clip_range_vf": -0.1},  # SB3: "`clip_range_vf` must be positive"
+    ],
+)
 def test_settings_sb3_asserts_on_raise_assertion_errors_too(kwargs):
     from stable_baselines3 import PPO as SB3PPO
 
@@ -390,8 +483,18 @@ def test_settings_sb3_asserts_on_raise_assertion_errors_too(kwargs):
 
 def test_integral_floats_are_ints_and_others_are_refused_by_name():
     """YAML gives ``2048.0`` or ``1e3`` for integers: taken as ints; non-integral values and bools are refused."""
-    model = PPO("MlpPolicy", "Pendulum-v1", n_steps=64.0, batch_size=32.0, n_epochs=2.0, use_sde=True, sde_sample_freq=4.0,
-                stats_window_size=1e1, policy_kwargs=TINY, seed=0)
+    model = PPO(
+        "MlpPolicy",
+        "Pendulum-v1",
+        n_steps=64.0,
+        batch_size=32.0,
+        n_epochs=2.0,
+        use_sde=True,
+        sde_sample_freq=4.0,
+        stats_window_size=1e1,
+        policy_kwargs=TINY,
+        seed=0,
+    )
     integers = (("n_steps", 64), ("batch_size", 32), ("n_epochs", 2), ("sde_sample_freq", 4), ("_stats_window_size", 10))
     for name, value in integers:
         assert getattr(model, name) == value and type(getattr(model, name)) is int, name
@@ -412,11 +515,15 @@ def _warnings(algorithm, *args, **kwargs) -> list[tuple[type, str]]:
     return [(w.category, str(w.message)) for w in caught if not issubclass(w.category, ResourceWarning)]
 
 
-@pytest.mark.parametrize("kwargs", [
-    dict(n_steps=50, batch_size=16),  # truncated last minibatch
-    dict(n_steps=64, batch_size=32, device="meta"),  # not on the CPU with an MLP policy ("meta": no GPU needed)
-    dict(n_steps=64, batch_size=32, policy_kwargs=dict(net_arch=[dict(pi=[8], vf=[8])])),  # pre-1.8 net_arch format
-], ids=["truncated-minibatch", "mlp-off-cpu", "old-net-arch"])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(n_steps=50, batch_size=16),  # truncated last minibatch
+        dict(n_steps=64, batch_size=32, device="meta"),  # not on the CPU with an MLP policy ("meta": no GPU needed)
+        dict(n_steps=64, batch_size=32, policy_kwargs=dict(net_arch=[dict(pi=[8], vf=[8])])),  # pre-1.8 net_arch format
+    ],
+    ids=["truncated-minibatch", "mlp-off-cpu", "old-net-arch"],
+)
 def test_sb3_warnings_in_the_same_situations_with_the_same_text(kwargs):
     from stable_baselines3 import PPO as SB3PPO
     from stable_baselines3.common.env_util import make_vec_env
@@ -473,8 +580,9 @@ def test_sb3_example_code_runs_with_changed_import(tmp_path):
     env = VecNormalize(make_vec_env("Pendulum-v1", n_envs=2, seed=0))
     eval_env = VecNormalize(make_vec_env("Pendulum-v1", n_envs=1, seed=1), training=False, norm_reward=False)
     model = PPO("MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=1, tensorboard_log=str(tmp_path), verbose=0)
-    model.learn(256, callback=EvalCallback(eval_env, eval_freq=64, n_eval_episodes=1, log_path=str(tmp_path)),
-                tb_log_name="ours")
+    model.learn(
+        256, callback=EvalCallback(eval_env, eval_freq=64, n_eval_episodes=1, log_path=str(tmp_path)), tb_log_name="ours"
+    )
     mean, _ = evaluate_policy(model, eval_env, n_eval_episodes=2)
     assert np.isfinite(mean)
     assert any(p.name.startswith("ours") for p in tmp_path.iterdir())
@@ -517,8 +625,9 @@ def test_packed_minibatches_equal_per_field_indexing():
 @pytest.mark.parametrize("n_envs", [1, 4])
 def test_gsde_numpy_actions_equal_the_torch_policy(n_envs):
     """gSDE actions are a deterministic function of the exploration matrices: both paths must give the same."""
-    model = PPO("MlpPolicy", IdentityEnvBox(-1, 1), use_sde=True, policy_kwargs=dict(net_arch=[32, 32], log_std_init=-1),
-                seed=2)
+    model = PPO(
+        "MlpPolicy", IdentityEnvBox(-1, 1), use_sde=True, policy_kwargs=dict(net_arch=[32, 32], log_std_init=-1), seed=2
+    )
     model.policy.reset_noise(n_envs)
     actor = NumpyActorCritic.from_policy(model.policy)
     obs = np.stack([model.observation_space.sample() for _ in range(n_envs)]).astype(np.float32)
@@ -538,8 +647,16 @@ def test_update_is_identical_to_sb3_ppo():
     from stable_baselines3 import PPO as SB3PPO
     from stable_baselines3.common.env_util import make_vec_env
 
-    kwargs = dict(n_steps=64, batch_size=64, n_epochs=3, use_sde=True, sde_sample_freq=4, clip_range=0.3, clip_range_vf=0.5,
-                  policy_kwargs=dict(log_std_init=-2, ortho_init=False, activation_fn=th.nn.ReLU, net_arch=[32, 32]))
+    kwargs = dict(
+        n_steps=64,
+        batch_size=64,
+        n_epochs=3,
+        use_sde=True,
+        sde_sample_freq=4,
+        clip_range=0.3,
+        clip_range_vf=0.5,
+        policy_kwargs=dict(log_std_init=-2, ortho_init=False, activation_fn=th.nn.ReLU, net_arch=[32, 32]),
+    )
     theirs = SB3PPO("MlpPolicy", make_vec_env("Pendulum-v1", n_envs=4, seed=0), seed=0, **kwargs).learn(256)
     ours = PPO("MlpPolicy", make_vec_env("Pendulum-v1", n_envs=4, seed=0), seed=0, **kwargs)
     ours.set_logger(theirs.logger)
@@ -580,16 +697,26 @@ def test_kl_estimator_says_which_kl_the_update_uses_and_is_not_saved(tmp_path):
     model.save(tmp_path / "model")
     with zipfile.ZipFile(tmp_path / "model.zip") as archive:
         assert '"kl_estimator"' not in archive.read("data").decode()  # read from the policy, not a saved flag
-    custom = PPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=32, n_epochs=1, rollout_buffer_class=CountingBuffer,
-                 rollout_buffer_kwargs={}, policy_kwargs=TINY, seed=0)
+    custom = PPO(
+        "MlpPolicy",
+        "Pendulum-v1",
+        n_steps=64,
+        batch_size=32,
+        n_epochs=1,
+        rollout_buffer_class=CountingBuffer,
+        rollout_buffer_kwargs={},
+        policy_kwargs=TINY,
+        seed=0,
+    )
     assert custom.kl_estimator == "k3"  # a user's buffer class: the collecting policy's distribution is unknown
 
 
 def test_learning_rate_is_set_and_logged_once_as_sb3_does():
     from stable_baselines3 import PPO as SB3PPO
 
-    kwargs = dict(n_steps=64, batch_size=16, n_epochs=3, learning_rate=lambda progress: 1e-3 * progress, policy_kwargs=TINY,
-                  seed=0)
+    kwargs = dict(
+        n_steps=64, batch_size=16, n_epochs=3, learning_rate=lambda progress: 1e-3 * progress, policy_kwargs=TINY, seed=0
+    )
     ours = PPO("MlpPolicy", "CartPole-v1", **kwargs).learn(128)
     theirs = SB3PPO("MlpPolicy", "CartPole-v1", **kwargs).learn(128)
     assert ours.logger.name_to_value["train/learning_rate"] == theirs.logger.name_to_value["train/learning_rate"]
@@ -602,8 +729,9 @@ def test_learning_rate_is_set_and_logged_once_as_sb3_does():
 
 
 def test_direct_evaluation_is_a_switch():
-    model = PPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=32, n_epochs=1, direct_evaluation=False,
-                policy_kwargs=TINY, seed=0).learn(64)
+    model = PPO(
+        "MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=32, n_epochs=1, direct_evaluation=False, policy_kwargs=TINY, seed=0
+    ).learn(64)
     assert model.update_loss.function.evaluator.head is None  # policy.evaluate_actions, as SB3
     model.direct_evaluation = True
     model.learn(64)

@@ -25,8 +25,15 @@ from sb3_ppo_ext.pretrained import AGENT_FILE, add_provenance, list_pretrained, 
 def pendulum_agent(tmp_path_factory):
     """A briefly trained gSDE Pendulum agent with VecNormalize, saved as an agent folder."""
     env = VecNormalize(make_vec_env("Pendulum-v1", n_envs=2, seed=0))
-    model = PPO("MlpPolicy", env, n_steps=64, batch_size=64, use_sde=True, seed=0,
-                policy_kwargs={"net_arch": {"pi": [32], "vf": [32]}, "activation_fn": th.nn.ReLU, "log_std_init": -1})
+    model = PPO(
+        "MlpPolicy",
+        env,
+        n_steps=64,
+        batch_size=64,
+        use_sde=True,
+        seed=0,
+        policy_kwargs={"net_arch": {"pi": [32], "vf": [32]}, "activation_fn": th.nn.ReLU, "log_std_init": -1},
+    )
     model.learn(512)
     folder = str(tmp_path_factory.mktemp("agent") / "pendulum")
     save_pretrained(model, folder, env_id="Pendulum-v1", hyperparams={"n_steps": 64}, provenance={"seed": 0})
@@ -76,8 +83,13 @@ def test_agent_files_are_plain_data_without_the_critic(pendulum_agent):
 
 @pytest.mark.parametrize(
     "space",
-    [spaces.Box(-1.0, 1.0, (3,), np.float32), spaces.Box(np.array([-np.inf, 0.0]), np.array([np.inf, 2.0]), dtype=np.float64),
-     spaces.Discrete(4, start=1), spaces.MultiDiscrete([2, 3]), spaces.MultiBinary(5)],
+    [
+        spaces.Box(-1.0, 1.0, (3,), np.float32),
+        spaces.Box(np.array([-np.inf, 0.0]), np.array([np.inf, 2.0]), dtype=np.float64),
+        spaces.Discrete(4, start=1),
+        spaces.MultiDiscrete([2, 3]),
+        spaces.MultiBinary(5),
+    ],
 )
 def test_spaces_round_trip_as_json(space):
     data = json.loads(json.dumps(space_to_data(space)))
@@ -91,7 +103,7 @@ def test_unsupported_things_are_named():
         policy_kwargs_to_data({"features_extractor_class": object})
     with pytest.raises(ValueError, match="activation_fn"):
         policy_kwargs_to_data({"activation_fn": lambda x: x})
-    with pytest.raises(ValueError, match="not a torch.nn class"):
+    with pytest.raises(ValueError, match=r"not a torch\.nn class"):
         policy_kwargs_from_data({"activation_fn": "system"})
 
 
@@ -107,7 +119,7 @@ def test_add_provenance_keeps_the_rest_of_the_agent(pendulum_agent, tmp_path):
 
 
 def test_unknown_agent_names_the_shipped_ones():
-    with pytest.raises(ValueError, match="no pretrained agent for 'CartPole-v1'.*shipped agents"):
+    with pytest.raises(ValueError, match=r"no pretrained agent for 'CartPole-v1'.*shipped agents"):
         load_pretrained("CartPole-v1")
 
 
@@ -131,7 +143,7 @@ def test_a_wrapper_off_the_allow_list_is_refused(pendulum_agent, tmp_path):
         agent = json.load(stream)
     agent["env_wrapper"] = [{"os.system": {}}]
     (tmp_path / AGENT_FILE).write_text(json.dumps(agent))
-    with pytest.raises(ValueError, match="'os.system'.*not an allow-listed"):
+    with pytest.raises(ValueError, match=r"'os\.system'.*not an allow-listed"):
         load_pretrained(str(tmp_path))
 
 
@@ -178,8 +190,12 @@ def test_enjoy_plays_several_episodes_by_default_and_sums_them_up(pendulum_agent
     cli_main(["enjoy", "--pretrained", "--env", folder, "--n-episodes", "3", "--no-render"])
     output = capsys.readouterr().out
     assert output.count("Episode Reward:") == 3 and output.count("Episode Length: 200  (time limit)") == 3
-    assert re.search(r"^3 episodes: mean return -?\d+\.\d\d \(std \d+\.\d\d, min -?\d+\.\d\d, max -?\d+\.\d\d\), "
-                     r"mean length 200$", output, re.MULTILINE)
+    assert re.search(
+        r"^3 episodes: mean return -?\d+\.\d\d \(std \d+\.\d\d, min -?\d+\.\d\d, max -?\d+\.\d\d\), "
+        r"mean length 200$",
+        output,
+        re.MULTILINE,
+    )
 
 
 def test_episode_lines_and_summary_say_how_each_ended_and_the_success_rate():
@@ -198,12 +214,17 @@ def test_episode_lines_and_summary_say_how_each_ended_and_the_success_rate():
         "4 episodes: mean return 65.00 (std 118.00, min -100.00, max 200.00), mean length 250",
         "success rate: 2/4 (50%); the others ended by: hard_touchdown 1, time_limit 1",
     ]
-    walks = [{"return": 900.0, "length": 1000, "truncated": True, "distance": 30.0, "speed": 1.8},
-             {"return": 700.0, "length": 1000, "truncated": True, "distance": 20.0, "speed": 1.2}]
-    assert episode_line(walks[0]) == ("Episode Reward: 900.00  Episode Length: 1000  distance 30.0 m  mean speed "
-                                      "1.80 m/s  (time limit)")
-    assert episodes_summary(walks) == ["2 episodes: mean return 800.00 (std 100.00, min 700.00, max 900.00), mean "
-                                       "length 1000", "mean speed 1.50 m/s"]
+    walks = [
+        {"return": 900.0, "length": 1000, "truncated": True, "distance": 30.0, "speed": 1.8},
+        {"return": 700.0, "length": 1000, "truncated": True, "distance": 20.0, "speed": 1.2},
+    ]
+    assert episode_line(walks[0]) == (
+        "Episode Reward: 900.00  Episode Length: 1000  distance 30.0 m  mean speed 1.80 m/s  (time limit)"
+    )
+    assert episodes_summary(walks) == [
+        "2 episodes: mean return 800.00 (std 100.00, min 700.00, max 900.00), mean length 1000",
+        "mean speed 1.50 m/s",
+    ]
     assert episodes_summary([]) == ["no episode finished within the steps played (raise -n)"]
 
 
@@ -220,10 +241,36 @@ def test_a_run_packs_its_final_model_or_a_checkpoint_with_that_checkpoints_stati
     from sb3_ppo_ext.safe_loading import read_vecnormalize_statistics
     from sb3_ppo_ext.zoo.packing import save_pretrained_from_run
 
-    cli_main(["train", "--env", "Pendulum-v1", "-n", "1024", "-f", str(tmp_path / "logs"), "--seed", "3",
-              "--save-freq", "512", "--eval-freq", "512", "--eval-episodes", "1", "--no-progress", "--verbose", "0",
-              "--num-threads", "1", "--hyperparams", "n_envs:2", "n_steps:256", "batch_size:128", "n_epochs:1",
-              "normalize:True"])
+    cli_main(
+        [
+            "train",
+            "--env",
+            "Pendulum-v1",
+            "-n",
+            "1024",
+            "-f",
+            str(tmp_path / "logs"),
+            "--seed",
+            "3",
+            "--save-freq",
+            "512",
+            "--eval-freq",
+            "512",
+            "--eval-episodes",
+            "1",
+            "--no-progress",
+            "--verbose",
+            "0",
+            "--num-threads",
+            "1",
+            "--hyperparams",
+            "n_envs:2",
+            "n_steps:256",
+            "batch_size:128",
+            "n_epochs:1",
+            "normalize:True",
+        ]
+    )
     run = str(tmp_path / "logs" / "ppo_ext" / "Pendulum-v1_1")
     final = save_pretrained_from_run(run, str(tmp_path / "final"))
     early = save_pretrained_from_run(run, str(tmp_path / "early"), model="checkpoint:512")
@@ -243,6 +290,7 @@ def test_a_run_packs_its_final_model_or_a_checkpoint_with_that_checkpoints_stati
 
 
 # --- the shipped agents ------------------------------------------------------------------------------------------
+
 
 def _walker_walks(model, env):
     """Ten episodes from env seed 0: at least 8 walk the whole 1000 steps without a fall, at 1 m/s or more on average
@@ -286,9 +334,14 @@ def _rocket_lands(model, env):
 
 
 #: The short evaluation each shipped agent must pass (every shipped agent needs an entry).
-SHIPPED_CHECKS = {"sb3_ppo_ext/Walker2D-v0": _walker_walks, "sb3_ppo_ext/Humanoid-v0": _humanoid_runs,
-                  "Pendulum-v1": _pendulum_swings_up, "MountainCar-v0": _mountain_car_reaches_the_flag,
-                  "sb3_ppo_ext/RocketLander-v0": _rocket_lands, "sb3_ppo_ext/RocketLanderDiscrete-v0": _rocket_lands}
+SHIPPED_CHECKS = {
+    "sb3_ppo_ext/Walker2D-v0": _walker_walks,
+    "sb3_ppo_ext/Humanoid-v0": _humanoid_runs,
+    "Pendulum-v1": _pendulum_swings_up,
+    "MountainCar-v0": _mountain_car_reaches_the_flag,
+    "sb3_ppo_ext/RocketLander-v0": _rocket_lands,
+    "sb3_ppo_ext/RocketLanderDiscrete-v0": _rocket_lands,
+}
 
 
 def test_every_shipped_agent_has_a_check_and_every_check_an_agent():

@@ -19,11 +19,12 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecFrameStack, VecMoni
 ray = pytest.importorskip("ray")
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # before any Ray process starts: bind to 127.0.0.1
 
-from ray.cluster_utils import Cluster
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+# After the importorskip above (these modules need Ray; without it the file is skipped), hence E402.
+from ray.cluster_utils import Cluster  # noqa: E402
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
 
-from sb3_ppo_ext import PPO
-from sb3_ppo_ext.vec_env import (
+from sb3_ppo_ext import PPO  # noqa: E402
+from sb3_ppo_ext.vec_env import (  # noqa: E402
     EnvActorLostError,
     EnvGroup,
     RayVecEnv,
@@ -75,8 +76,11 @@ def test_env_group_steps_like_dummy_vec_env():
 
 @pytest.mark.parametrize(
     "kwargs, message",
-    [({"envs_per_actor": 0}, "envs_per_actor"), ({"on_actor_loss": "ignore"}, "on_actor_loss"),
-     ({"start_timeout_s": 0}, "start_timeout_s")],
+    [
+        ({"envs_per_actor": 0}, "envs_per_actor"),
+        ({"on_actor_loss": "ignore"}, "on_actor_loss"),
+        ({"start_timeout_s": 0}, "start_timeout_s"),
+    ],
 )
 def test_bad_settings_are_refused_before_ray_starts(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -99,8 +103,9 @@ def cluster():
 
 
 def ray_vec_env(env_id: str, n_envs: int, seed: int, **kwargs) -> RayVecEnv:
-    return make_vec_env(env_id, n_envs=n_envs, seed=seed, vec_env_cls=RayVecEnv,
-                        vec_env_kwargs={"actor_options": {"num_cpus": 1}, **kwargs})
+    return make_vec_env(
+        env_id, n_envs=n_envs, seed=seed, vec_env_cls=RayVecEnv, vec_env_kwargs={"actor_options": {"num_cpus": 1}, **kwargs}
+    )
 
 
 def dummy_vec_env(env_id: str, n_envs: int, seed: int) -> DummyVecEnv:
@@ -180,8 +185,9 @@ def test_attributes_and_methods_by_index(cluster):
 @pytest.mark.slow
 def test_render_rgb_array_like_dummy_vec_env(cluster):
     env_kwargs = {"render_mode": "rgb_array"}
-    venv = make_vec_env("CartPole-v1", 2, seed=1, env_kwargs=env_kwargs, vec_env_cls=RayVecEnv,
-                        vec_env_kwargs={"envs_per_actor": 2})
+    venv = make_vec_env(
+        "CartPole-v1", 2, seed=1, env_kwargs=env_kwargs, vec_env_cls=RayVecEnv, vec_env_kwargs={"envs_per_actor": 2}
+    )
     dummy = make_vec_env("CartPole-v1", 2, seed=1, env_kwargs=env_kwargs)
     try:
         venv.reset(), dummy.reset()
@@ -218,8 +224,10 @@ def test_vec_env_wrappers_see_what_they_see_on_dummy_vec_env(cluster):
             step, expected = venv.step(actions), dummy.step(actions)
             np.testing.assert_allclose(step[0], expected[0], rtol=1e-6)
             np.testing.assert_allclose(step[1], expected[1], rtol=1e-6)
-            episodes = [[(info["episode"]["r"], info["episode"]["l"]) for info in infos if "episode" in info]
-                        for infos in (step[3], expected[3])]
+            episodes = [
+                [(info["episode"]["r"], info["episode"]["l"]) for info in infos if "episode" in info]
+                for infos in (step[3], expected[3])
+            ]
             assert episodes[0] == episodes[1]  # VecMonitor's returns and lengths ("t", the wall time, differs)
     finally:
         venv.close()
@@ -338,16 +346,59 @@ def test_vec_env_settings_choose_ray_vec_env_with_its_address():
 def test_cli_trains_with_vec_env_ray(cluster, tmp_path):
     from sb3_ppo_ext.cli import main
 
-    main(["train", "--algo", "ppo", "--env", "CartPole-v1", "-n", "64", "-f", str(tmp_path), "--seed", "0",
-          "--eval-freq", "-1", "--no-progress", "--verbose", "0", "--num-threads", "1",
-          "--vec-env", "ray", "--ray-address", cluster.address, "--vec-env-kwargs", "envs_per_actor:2",
-          "--hyperparams", "n_envs:4", "n_steps:16", "policy_kwargs:dict(net_arch=[8])"])
+    main(
+        [
+            "train",
+            "--algo",
+            "ppo",
+            "--env",
+            "CartPole-v1",
+            "-n",
+            "64",
+            "-f",
+            str(tmp_path),
+            "--seed",
+            "0",
+            "--eval-freq",
+            "-1",
+            "--no-progress",
+            "--verbose",
+            "0",
+            "--num-threads",
+            "1",
+            "--vec-env",
+            "ray",
+            "--ray-address",
+            cluster.address,
+            "--vec-env-kwargs",
+            "envs_per_actor:2",
+            "--hyperparams",
+            "n_envs:4",
+            "n_steps:16",
+            "policy_kwargs:dict(net_arch=[8])",
+        ]
+    )
     run = tmp_path / "ppo" / "CartPole-v1_1"
     assert (run / "CartPole-v1.zip").is_file()
     assert "vec_env: ray" in (run / "CartPole-v1" / "args.yml").read_text()
 
 
 def test_cli_refuses_a_ray_address_without_vec_env_ray(tmp_path, user_error):
-    line = user_error(["train", "--algo", "ppo", "--env", "CartPole-v1", "-n", "64", "-f", str(tmp_path),
-                       "--vec-env", "subproc", "--ray-address", "auto"])
+    line = user_error(
+        [
+            "train",
+            "--algo",
+            "ppo",
+            "--env",
+            "CartPole-v1",
+            "-n",
+            "64",
+            "-f",
+            str(tmp_path),
+            "--vec-env",
+            "subproc",
+            "--ray-address",
+            "auto",
+        ]
+    )
     assert line.endswith("--ray-address is for --vec-env ray, not --vec-env subproc")

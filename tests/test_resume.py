@@ -22,14 +22,46 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 ENV = "Pendulum-v1"
 #: 2 envs x 256 steps: a rollout is 512 steps; checkpoints and evaluations every rollout.
-SETTINGS = ["--hyperparams", "n_envs:2", "n_steps:256", "batch_size:128", "n_epochs:2", "normalize:True",
-            "learning_rate:'lin_1e-3'", "objective:'clip_kl_penalty'", "kl_penalty_target:1e-5", "lr_kl_target:0.002"]
+SETTINGS = [
+    "--hyperparams",
+    "n_envs:2",
+    "n_steps:256",
+    "batch_size:128",
+    "n_epochs:2",
+    "normalize:True",
+    "learning_rate:'lin_1e-3'",
+    "objective:'clip_kl_penalty'",
+    "kl_penalty_target:1e-5",
+    "lr_kl_target:0.002",
+]
 
 
 def first_run(folder, n_timesteps: int) -> str:
-    main(["train", "--env", ENV, "-n", str(n_timesteps), "-f", str(folder), "--seed", "3", "--save-freq", "512",
-          "--eval-freq", "512", "--eval-episodes", "1", "--no-progress", "--verbose", "0", "--num-threads", "1",
-          *SETTINGS])
+    main(
+        [
+            "train",
+            "--env",
+            ENV,
+            "-n",
+            str(n_timesteps),
+            "-f",
+            str(folder),
+            "--seed",
+            "3",
+            "--save-freq",
+            "512",
+            "--eval-freq",
+            "512",
+            "--eval-episodes",
+            "1",
+            "--no-progress",
+            "--verbose",
+            "0",
+            "--num-threads",
+            "1",
+            *SETTINGS,
+        ]
+    )
     return os.path.join(str(folder), "ppo_ext", f"{ENV}_1")
 
 
@@ -111,8 +143,27 @@ def checkpoint_names(run: str) -> list[str]:
 
 
 def test_a_resume_with_a_new_budget_and_checkpoints_keeps_them_for_the_next_resume(tmp_path):
-    main(["train", "--env", ENV, "-n", "512", "-f", str(tmp_path), "--seed", "3", "--eval-freq", "-1", "--no-progress",
-          "--verbose", "0", "--num-threads", "1", *SETTINGS])
+    main(
+        [
+            "train",
+            "--env",
+            ENV,
+            "-n",
+            "512",
+            "-f",
+            str(tmp_path),
+            "--seed",
+            "3",
+            "--eval-freq",
+            "-1",
+            "--no-progress",
+            "--verbose",
+            "0",
+            "--num-threads",
+            "1",
+            *SETTINGS,
+        ]
+    )
     run = os.path.join(str(tmp_path), "ppo_ext", f"{ENV}_1")
     assert not checkpoint_names(run)
     resume(run, "-n", "2048", "--save-freq", "512")  # checkpoints at rollout starts, the final model at the end
@@ -147,10 +198,29 @@ def test_resume_names_what_is_missing(tmp_path, user_error):
 
 def test_resume_uses_the_settings_the_run_was_trained_with(tmp_path):
     config = tmp_path / "mine.yml"
-    config.write_text(yaml.safe_dump({ENV: {"n_envs": 2, "n_steps": 256, "batch_size": 128, "n_epochs": 1,
-                                             "n_timesteps": 1024, "policy": "MlpPolicy"}}))
-    main(["train", "--env", ENV, "-conf", str(config), "-f", str(tmp_path), "--save-freq", "512", "--eval-freq",
-          "-1", "--no-progress", "--verbose", "0"])
+    config.write_text(
+        yaml.safe_dump(
+            {ENV: {"n_envs": 2, "n_steps": 256, "batch_size": 128, "n_epochs": 1, "n_timesteps": 1024, "policy": "MlpPolicy"}}
+        )
+    )
+    main(
+        [
+            "train",
+            "--env",
+            ENV,
+            "-conf",
+            str(config),
+            "-f",
+            str(tmp_path),
+            "--save-freq",
+            "512",
+            "--eval-freq",
+            "-1",
+            "--no-progress",
+            "--verbose",
+            "0",
+        ]
+    )
     run = os.path.join(str(tmp_path), "ppo_ext", f"{ENV}_1")
     config.write_text(yaml.safe_dump({ENV: {"n_envs": 4, "n_timesteps": 1024, "policy": "MlpPolicy"}}))
     resume(run, "-n", "1536")

@@ -82,7 +82,7 @@ MALICIOUS_BLOCKS: dict[str, tuple[str, list[str], bool]] = {
     "python tag": ("normalize: !!python/object/apply:os.system ['touch {marker}']", [], False),
     "n_envs 1e11": ("n_envs: 100000000000", [], True),
     "n_steps 1e9": ("n_steps: 1000000000", [], True),
-    "net_arch 1e6 wide": ("policy_kwargs: \"dict(net_arch=[1000000, 1000000])\"", [], True),
+    "net_arch 1e6 wide": ('policy_kwargs: "dict(net_arch=[1000000, 1000000])"', [], True),
     "buffer_size 1e11 (sac)": ("buffer_size: 100000000000", ["--algo", "sac"], True),
     "frame_stack 1e9": ("frame_stack: 1000000000", [], True),
     "n_epochs 1e30": ("n_epochs: 1000000000000000000000000000000", [], True),
@@ -92,8 +92,10 @@ MALICIOUS_BLOCKS: dict[str, tuple[str, list[str], bool]] = {
 #: id -> (train arguments, denial of service?). Config files are named relative to the folder that
 #: :func:`write_malicious_configs` fills (the case runs there); ``{touch}`` stands for the payload.
 MALICIOUS_TRAIN_CASES: dict[str, tuple[list[str], bool]] = {
-    **{f"config: {name}": (["-conf", f"block_{index}.yml", *extra], dos)
-       for index, (name, (_, extra, dos)) in enumerate(MALICIOUS_BLOCKS.items())},
+    **{
+        f"config: {name}": (["-conf", f"block_{index}.yml", *extra], dos)
+        for index, (name, (_, extra, dos)) in enumerate(MALICIOUS_BLOCKS.items())
+    },
     "config: python file": (["-conf", "hyperparams.py"], False),
     "config: billion laughs": (["-conf", "bomb.yml"], True),
     "config: aliases of a 640 kB string": (["-conf", "long_string.yml"], True),
@@ -109,15 +111,18 @@ def write_malicious_configs(folder, marker: str) -> None:
     """The config files that :data:`MALICIOUS_TRAIN_CASES` name, written under ``folder``; each payload touches
     ``marker``."""
     for index, (line, _, _) in enumerate(MALICIOUS_BLOCKS.values()):
-        (folder / f"block_{index}.yml").write_text(f"Pendulum-v1:\n  policy: 'MlpPolicy'\n  n_timesteps: 1000\n  "
-                                                   f"{line.format(marker=marker, touch=touch(marker))}\n")
+        (folder / f"block_{index}.yml").write_text(
+            f"Pendulum-v1:\n  policy: 'MlpPolicy'\n  n_timesteps: 1000\n  {line.format(marker=marker, touch=touch(marker))}\n"
+        )
     (folder / "hyperparams.py").write_text(f"{touch(marker)}\nhyperparams = {{}}\n")
     (folder / "bomb.yml").write_text(
-        billion_laughs() + "Pendulum-v1:\n  policy: 'MlpPolicy'\n  n_timesteps: 1000\n  env_kwargs: {x: *l8}\n")
+        billion_laughs() + "Pendulum-v1:\n  policy: 'MlpPolicy'\n  n_timesteps: 1000\n  env_kwargs: {x: *l8}\n"
+    )
     # 8,000 aliases of a 640 kB string: few nodes, 5 GB once printed
     (folder / "long_string.yml").write_text(
         "a: &a '" + "x" * 640_000 + "'\nPendulum-v1:\n  policy: 'MlpPolicy'\n  n_timesteps: 1000\n"
-        "  env_kwargs: {x: [" + ", ".join(["*a"] * 8000) + "]}\n")
+        "  env_kwargs: {x: [" + ", ".join(["*a"] * 8000) + "]}\n"
+    )
     (folder / "deep.yml").write_text("Pendulum-v1: " + "[" * 200_000 + "\n")
     (folder / "huge.yml").write_text("Pendulum-v1:\n  policy: 'MlpPolicy'\n" + "# padding\n" * 200_000)
 
@@ -163,8 +168,11 @@ def write_malicious_runs(root, marker: str) -> None:
     write_run(root / "older", 1, {"config.yml": tag})
     write_run(root / "older", 2, clean)
     write_run(root / "eval_string", 1, {"config.yml": f'normalize: "{touch(marker)}"\n'})
-    write_run(root / "args_tag", 1, {"config.yml": "normalize: false\n",
-                                     "args.yml": f"env_kwargs: !!python/object/apply:os.system ['touch {marker}']\n"})
+    write_run(
+        root / "args_tag",
+        1,
+        {"config.yml": "normalize: false\n", "args.yml": f"env_kwargs: !!python/object/apply:os.system ['touch {marker}']\n"},
+    )
     write_run(root / "bomb", 1, {"config.yml": billion_laughs() + "normalize: false\nenv_kwargs: {x: *l8}\n"})
 
 
@@ -208,8 +216,7 @@ def test_malicious_train_input_is_refused_without_running(name, malicious_folder
 @pytest.mark.parametrize("name", MALICIOUS_PLAY_CASES)
 def test_malicious_run_folder_is_refused_without_running(command, name, malicious_folder, monkeypatch, capsys):
     monkeypatch.chdir(malicious_folder / command)
-    status, line, seconds = run_cli([command, "--env", "CartPole-v1", "--no-render", *MALICIOUS_PLAY_CASES[name]],
-                                    capsys)
+    status, line, seconds = run_cli([command, "--env", "CartPole-v1", "--no-render", *MALICIOUS_PLAY_CASES[name]], capsys)
     assert not payload_ran(malicious_folder), f"the payload ran; the command ended with: {line}"
     assert status == 2 and line.startswith(f"sb3-ppo-ext {command}: error: "), (status, line)
     if "laughs" in name:
@@ -272,12 +279,21 @@ BAD_ENV_INPUTS: dict[str, tuple[Callable[[], object], type[Exception], str]] = {
     "rocket reward_weights='x'": (lambda: rocket(reward_weights="x"), ValueError, "reward_weights"),
     "rocket start_altitude=(nan, 10)": (lambda: rocket(start_altitude=(math.nan, 10.0)), ValueError, "start_altitude"),
     "rocket bounds='ab'": (lambda: rocket(bounds="ab"), ValueError, "bounds"),
-    "rocket discrete action True": (after_reset(lambda: rocket(continuous=False), lambda env: env.step(True)),
-                                    ValueError, "action"),
-    "rocket discrete action 2.0": (after_reset(lambda: rocket(continuous=False), lambda env: env.step(2.0)),
-                                   ValueError, "action"),
-    "rocket discrete action [[1]]": (after_reset(lambda: rocket(continuous=False), lambda env: env.step([[1]])),
-                                     ValueError, "action"),
+    "rocket discrete action True": (
+        after_reset(lambda: rocket(continuous=False), lambda env: env.step(True)),
+        ValueError,
+        "action",
+    ),
+    "rocket discrete action 2.0": (
+        after_reset(lambda: rocket(continuous=False), lambda env: env.step(2.0)),
+        ValueError,
+        "action",
+    ),
+    "rocket discrete action [[1]]": (
+        after_reset(lambda: rocket(continuous=False), lambda env: env.step([[1]])),
+        ValueError,
+        "action",
+    ),
     "rocket reset(options='bad')": (after_reset(rocket, lambda env: env.reset(options="bad")), ValueError, "options"),
     "rocket reset after close": (after_close(rocket, lambda env: env.reset()), RuntimeError, "closed"),
     "rocket step after close": (after_close(rocket, lambda env: env.step(np.zeros(6))), RuntimeError, "closed"),
@@ -294,14 +310,22 @@ BAD_CONFIGS: dict[str, tuple[str, str]] = {
     "empty file": ("", "is empty"),
     "top-level list": ("- Pendulum-v1\n", "holds a list at the top level"),
     "block is a number": ("Pendulum-v1: 5\n", "block must be a mapping"),
-    "n_envs: 'four'": ("Pendulum-v1:\n  policy: MlpPolicy\n  n_timesteps: 64\n  n_envs: 'four'\n", "n_envs must be an integer"),
+    "n_envs: 'four'": (
+        "Pendulum-v1:\n  policy: MlpPolicy\n  n_timesteps: 64\n  n_envs: 'four'\n",
+        "n_envs must be an integer",
+    ),
     "n_steps: 'x'": ("Pendulum-v1:\n  policy: MlpPolicy\n  n_timesteps: 64\n  n_steps: 'x'\n", "n_steps must be an integer"),
     "batch_size: 2.5": ("Pendulum-v1:\n  policy: MlpPolicy\n  n_timesteps: 64\n  batch_size: 2.5\n", "batch_size"),
     "n_timesteps: .inf": ("Pendulum-v1:\n  policy: MlpPolicy\n  n_timesteps: .inf\n", "n_timesteps must be a finite number"),
-    "env_kwargs: 5": ("Pendulum-v1:\n  policy: MlpPolicy\n  n_timesteps: 64\n  env_kwargs: 5\n", "env_kwargs must be a mapping"),
+    "env_kwargs: 5": (
+        "Pendulum-v1:\n  policy: MlpPolicy\n  n_timesteps: 64\n  env_kwargs: 5\n",
+        "env_kwargs must be a mapping",
+    ),
     "normalize: 3": ("Pendulum-v1:\n  policy: MlpPolicy\n  n_timesteps: 64\n  normalize: 3\n", "normalize must be"),
-    "net_arch: '64'": ("Pendulum-v1:\n  policy: MlpPolicy\n  n_timesteps: 64\n  policy_kwargs: \"dict(net_arch='64')\"\n",
-                       "net_arch must be a list"),
+    "net_arch: '64'": (
+        "Pendulum-v1:\n  policy: MlpPolicy\n  n_timesteps: 64\n  policy_kwargs: \"dict(net_arch='64')\"\n",
+        "net_arch must be a list",
+    ),
 }
 #: Settings that used to train to the end (rl-zoo3 turns numbers and lin_ strings into schedules, which escaped the
 #: algorithm's number checks), to fail inside numpy / torch, or to end in a TypeError: line -> a text the error holds.
@@ -314,15 +338,14 @@ BAD_SETTINGS: dict[str, str] = {
     "frame_stack: -3": "frame_stack must be >= 1, got -3",
     "policy_kwargs: \"dict(ortho_init='no')\"": "policy_kwargs ortho_init must be True or False",
     "policy_kwargs: \"dict(activation_fn='tanh')\"": "policy_kwargs activation_fn must be a class",
-    "policy_kwargs: \"dict(optimizer_kwargs=[1])\"": "policy_kwargs optimizer_kwargs must be a dict",
-    "policy_kwargs: \"dict(featurs_extractor_class=None)\"": "takes no argument 'featurs_extractor_class' (did you mean",
-    "policy_kwargs: \"dict(use_sde=True)\"": "policy_kwargs must not set 'use_sde'",
-    "policy_kwargs: \"{[1]: 2}\"": "dict keys and set members must be hashable",
+    'policy_kwargs: "dict(optimizer_kwargs=[1])"': "policy_kwargs optimizer_kwargs must be a dict",
+    'policy_kwargs: "dict(featurs_extractor_class=None)"': "takes no argument 'featurs_extractor_class' (did you mean",
+    'policy_kwargs: "dict(use_sde=True)"': "policy_kwargs must not set 'use_sde'",
+    'policy_kwargs: "{[1]: 2}"': "dict keys and set members must be hashable",
     "env_kwargs: {1: 2}": "env_kwargs: argument names must be identifier strings",
 }
 _SETTING_CONFIG = "Pendulum-v1:\n  policy: MlpPolicy\n  n_timesteps: 64\n  n_steps: 64\n  batch_size: 64\n  {setting}\n"
-BAD_CONFIGS.update({setting: (_SETTING_CONFIG.format(setting=setting), message)
-                    for setting, message in BAD_SETTINGS.items()})
+BAD_CONFIGS.update({setting: (_SETTING_CONFIG.format(setting=setting), message) for setting, message in BAD_SETTINGS.items()})
 
 
 @pytest.mark.parametrize("name", BAD_ENV_INPUTS)
@@ -354,19 +377,23 @@ BAD_API_SETTINGS: dict[str, tuple[dict, str]] = {
     "clip_range=1e300 (torch: overflow)": (dict(clip_range=1e300), "clip_range must be <= 1000.0"),
     "clip_range_vf=1e300 (torch: overflow)": (dict(clip_range_vf=1e300), "clip_range_vf must be <= 1000000000.0"),
     "clip_range schedule of -0.2 (accepted)": (dict(clip_range=lambda progress: -0.2), "at progress_remaining=1) must be > 0"),
-    "learning_rate schedule ending at -1": (dict(learning_rate=lambda progress: progress - 1e-3),
-                                            "at progress_remaining=0) must be >= 0.0, got -0.001"),
-    "vf_learning_rate schedule that fails": (dict(vf_learning_rate=lambda progress: 1 / 0),
-                                             "vf_learning_rate: the schedule"),
+    "learning_rate schedule ending at -1": (
+        dict(learning_rate=lambda progress: progress - 1e-3),
+        "at progress_remaining=0) must be >= 0.0, got -0.001",
+    ),
+    "vf_learning_rate schedule that fails": (dict(vf_learning_rate=lambda progress: 1 / 0), "vf_learning_rate: the schedule"),
     "policy_kwargs a string (TypeError)": (dict(policy_kwargs="dict(net_arch=[64])"), "policy_kwargs must be a dict"),
-    "rollout_buffer_kwargs a string (TypeError)": (dict(rollout_buffer_kwargs="x"),
-                                                   "rollout_buffer_kwargs must be a dict"),
-    "net_arch [64, dict(...)] (TypeError)": (dict(policy_kwargs=dict(net_arch=[64, dict(pi=[32])])),
-                                             "policy_kwargs net_arch holds a dict"),
+    "rollout_buffer_kwargs a string (TypeError)": (dict(rollout_buffer_kwargs="x"), "rollout_buffer_kwargs must be a dict"),
+    "net_arch [64, dict(...)] (TypeError)": (
+        dict(policy_kwargs=dict(net_arch=[64, dict(pi=[32])])),
+        "policy_kwargs net_arch holds a dict",
+    ),
     "net_arch dict with qf (ignored)": (dict(policy_kwargs=dict(net_arch=dict(pi=[8], qf=[8]))), "got the key 'qf'"),
     "activation_fn a name (TypeError)": (dict(policy_kwargs=dict(activation_fn="relu")), "activation_fn must be a class"),
-    "policy_kwargs unknown key (TypeError)": (dict(policy_kwargs=dict(ortho_int=False)),
-                                              "takes no argument 'ortho_int' (did you mean 'ortho_init'?"),
+    "policy_kwargs unknown key (TypeError)": (
+        dict(policy_kwargs=dict(ortho_int=False)),
+        "takes no argument 'ortho_int' (did you mean 'ortho_init'?",
+    ),
 }
 
 
@@ -388,5 +415,12 @@ def test_bad_api_setting_raises_a_hyperparameter_error_at_once(name):
 def test_the_settings_of_sb3s_own_examples_stay_valid():
     """A schedule that ends at 0, the pre-1.8 net_arch (SB3 warns)."""
     with pytest.warns(UserWarning, match="shared layers in the mlp_extractor are removed"):
-        PPO("MlpPolicy", "CartPole-v1", n_steps=64, batch_size=32, clip_range=lambda progress: progress * 0.2,
-            learning_rate=lambda progress: progress * 3e-4, policy_kwargs=dict(net_arch=[dict(pi=[8], vf=[8])]))
+        PPO(
+            "MlpPolicy",
+            "CartPole-v1",
+            n_steps=64,
+            batch_size=32,
+            clip_range=lambda progress: progress * 0.2,
+            learning_rate=lambda progress: progress * 3e-4,
+            policy_kwargs=dict(net_arch=[dict(pi=[8], vf=[8])]),
+        )

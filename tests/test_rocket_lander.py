@@ -12,6 +12,7 @@ import resource
 import gymnasium as gym
 import numpy as np
 import pytest
+
 import sb3_ppo_ext.envs  # noqa: F401  (registers the ids)
 from sb3_ppo_ext.envs.rocket_lander import (
     ENGINE_ARM,
@@ -127,10 +128,20 @@ def test_rotations_between_body_and_world_axes() -> None:
 
 def test_thrusters_push_sideways_above_the_base() -> None:
     assert add_thruster_force_and_torque((0.0,) * 6, 1.0, 0.0, 0.0, 400.0, 200.0) == (
-        0.0, -400.0, 0.0, RCS_ARM * 400.0, 0.0, 0.0
+        0.0,
+        -400.0,
+        0.0,
+        RCS_ARM * 400.0,
+        0.0,
+        0.0,
     )
     assert add_thruster_force_and_torque((0.0,) * 6, 0.0, -1.0, 0.5, 400.0, 200.0) == (
-        -400.0, 0.0, 0.0, 0.0, -RCS_ARM * 400.0, 100.0
+        -400.0,
+        0.0,
+        0.0,
+        0.0,
+        -RCS_ARM * 400.0,
+        100.0,
     )
     assert rate_limited(0.4, 1.0, 0.1) == pytest.approx(0.5)
     assert rate_limited(0.4, 0.45, 0.1) == pytest.approx(0.45)
@@ -158,8 +169,16 @@ def test_plume_and_camera_choices() -> None:
 def test_landing_state_is_relative_to_the_landing_point_and_flags_non_finite() -> None:
     upright = quaternion_axes(0.0, 0.0, 0.0, 1.0)
     reading = VehicleReading(
-        (3.0, 4.0, 1.0 + 7.2 + 10.0), (0.0, 0.0, 0.0, 1.0), (1.0, 0.0, -2.0), (0.0, 0.0, 0.5), upright,
-        (0.0, 0.0, 0.5), [1, 0, 0, 1], False, False, False,
+        (3.0, 4.0, 1.0 + 7.2 + 10.0),
+        (0.0, 0.0, 0.0, 1.0),
+        (1.0, 0.0, -2.0),
+        (0.0, 0.0, 0.5),
+        upright,
+        (0.0, 0.0, 0.5),
+        [1, 0, 0, 1],
+        False,
+        False,
+        False,
     )
     state = landing_state(reading, (0.0, 0.0, 1.0), (1.0, 0.0, 0.0))
     assert state.finite and state.lateral == pytest.approx(5.0) and state.altitude == pytest.approx(10.0)
@@ -403,8 +422,10 @@ def test_step_before_reset_and_after_close_raise() -> None:
             call()
 
 
-@pytest.mark.parametrize(("options", "message"), [("bad", "options must be None or a dict"),
-                                                  ({"altitude": 10.0}, r"unknown key\(s\) \['altitude'\]")])
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [("bad", "options must be None or a dict"), ({"altitude": 10.0}, r"unknown key\(s\) \['altitude'\]")],
+)
 def test_reset_options_the_task_does_not_take_raise(options, message) -> None:
     env = RocketLanderEnv()
     with pytest.raises(ValueError, match=message):

@@ -44,9 +44,32 @@ from sb3_ppo_ext.safe_loading import (
 
 ENV = "Pendulum-v1"
 #: A tiny normalised Pendulum run: 512 steps, checkpoints every 256, an evaluation (and new best) every 256.
-TRAIN = ["train", "--env", ENV, "-n", "512", "--seed", "0", "--eval-freq", "256", "--eval-episodes", "1", "--save-freq",
-         "256", "--no-progress", "--verbose", "0", "--num-threads", "1",
-         "--hyperparams", "normalize:True", "n_envs:2", "n_steps:128", "batch_size:64", "n_epochs:1"]
+TRAIN = [
+    "train",
+    "--env",
+    ENV,
+    "-n",
+    "512",
+    "--seed",
+    "0",
+    "--eval-freq",
+    "256",
+    "--eval-episodes",
+    "1",
+    "--save-freq",
+    "256",
+    "--no-progress",
+    "--verbose",
+    "0",
+    "--num-threads",
+    "1",
+    "--hyperparams",
+    "normalize:True",
+    "n_envs:2",
+    "n_steps:128",
+    "batch_size:64",
+    "n_epochs:1",
+]
 
 
 class MarkerPayload:
@@ -119,22 +142,37 @@ def run_trusting(argv) -> None:
 
 def small_ppo(algorithm=PPO, env=None, **kwargs):
     env = env if env is not None else VecNormalize(make_vec_env(ENV, n_envs=2, seed=0))
-    return algorithm("MlpPolicy", env, n_steps=64, batch_size=64, n_epochs=1, seed=0, device="cpu",
-                     policy_kwargs={"net_arch": {"pi": [16], "vf": [16]}, "activation_fn": th.nn.ReLU}, **kwargs)
+    return algorithm(
+        "MlpPolicy",
+        env,
+        n_steps=64,
+        batch_size=64,
+        n_epochs=1,
+        seed=0,
+        device="cpu",
+        policy_kwargs={"net_arch": {"pi": [16], "vf": [16]}, "activation_fn": th.nn.ReLU},
+        **kwargs,
+    )
 
 
 # --- spaces, schedules and classes from their readable parts ----------------------------------------------------
 
 
-@pytest.mark.parametrize("space", [
-    spaces.Box(np.array([-4.8, -np.inf, -0.41887903, -np.inf], dtype=np.float32),
-               np.array([4.8, np.inf, 0.41887903, np.inf], dtype=np.float32)),
-    spaces.Box(-1.0, 2.5, (2, 3), dtype=np.float64),
-    spaces.Box(0, 255, (3, 4), dtype=np.uint8),
-    spaces.Discrete(5, start=-2),
-    spaces.MultiDiscrete(np.array([[2, 3], [4, 5]]), start=np.array([[0, 1], [2, 3]])),
-    spaces.MultiBinary([2, 3]),
-], ids=lambda space: type(space).__name__)
+@pytest.mark.parametrize(
+    "space",
+    [
+        spaces.Box(
+            np.array([-4.8, -np.inf, -0.41887903, -np.inf], dtype=np.float32),
+            np.array([4.8, np.inf, 0.41887903, np.inf], dtype=np.float32),
+        ),
+        spaces.Box(-1.0, 2.5, (2, 3), dtype=np.float64),
+        spaces.Box(0, 255, (3, 4), dtype=np.uint8),
+        spaces.Discrete(5, start=-2),
+        spaces.MultiDiscrete(np.array([[2, 3], [4, 5]]), start=np.array([[0, 1], [2, 3]])),
+        spaces.MultiBinary([2, 3]),
+    ],
+    ids=lambda space: type(space).__name__,
+)
 def test_spaces_are_rebuilt_from_the_fields_sb3_writes(space):
     rebuilt = space_from_fields(pickled_entries(space))
     assert type(rebuilt) is type(space) and rebuilt == space and rebuilt.dtype == space.dtype
@@ -159,10 +197,18 @@ def test_a_matching_env_space_replaces_the_printed_bounds():
     assert space_from_fields(pickled_entries(space), [space]) is space
 
 
-@pytest.mark.parametrize("schedule", [
-    FloatSchedule(0.2), FloatSchedule(SimpleLinearSchedule(3e-4)), FloatSchedule(LinearSchedule(1.0, 0.05, 0.1)),
-    SimpleLinearSchedule(3e-4), LinearSchedule(1.0, 0.05, 0.1), ConstantSchedule(0.5),
-], ids=repr)
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        FloatSchedule(0.2),
+        FloatSchedule(SimpleLinearSchedule(3e-4)),
+        FloatSchedule(LinearSchedule(1.0, 0.05, 0.1)),
+        SimpleLinearSchedule(3e-4),
+        LinearSchedule(1.0, 0.05, 0.1),
+        ConstantSchedule(0.5),
+    ],
+    ids=repr,
+)
 def test_schedules_are_rebuilt_from_their_fields(schedule):
     rebuilt = schedule_from_fields(pickled_entries(schedule))
     assert repr(rebuilt) == repr(schedule)
@@ -182,7 +228,7 @@ def test_classes_are_read_from_the_opcodes_and_looked_up_in_the_allow_list(tmp_p
     assert rebuild_entry("policy_class", pickled_entries(ActorCriticPolicy), PPO) is ActorCriticPolicy
     with pytest.raises(UnreadableEntry, match="not a plain reference to a class"):
         class_reference(pickled_entries(MarkerPayload(tmp_path / "pwned")))
-    with pytest.raises(UnreadableEntry, match="posix.system, which is not on the allow-list"):
+    with pytest.raises(UnreadableEntry, match=r"posix\.system, which is not on the allow-list"):
         rebuild_entry("policy_class", pickled_entries(os.system), PPO)
     kwargs = rebuild_entry("policy_kwargs", pickled_entries({"activation_fn": th.nn.Tanh, "net_arch": [8]}), PPO)
     assert kwargs == {"activation_fn": th.nn.Tanh, "net_arch": [8]}
@@ -198,8 +244,9 @@ def test_classes_are_read_from_the_opcodes_and_looked_up_in_the_allow_list(tmp_p
 
 def test_load_without_pickles_gives_the_model_load_gives(tmp_path, no_unpickling):
     env = VecNormalize(make_vec_env(ENV, n_envs=2, seed=0))
-    model = small_ppo(env=env, learning_rate=SimpleLinearSchedule(1e-3), clip_range_vf=0.3, vf_learning_rate=2e-3,
-                      use_sde=True)
+    model = small_ppo(
+        env=env, learning_rate=SimpleLinearSchedule(1e-3), clip_range_vf=0.3, vf_learning_rate=2e-3, use_sde=True
+    )
     model.learn(256)
     model.save(tmp_path / "model.zip")
     save_vecnormalize_statistics(env, str(tmp_path / "vecnormalize.npz"))
@@ -207,13 +254,28 @@ def test_load_without_pickles_gives_the_model_load_gives(tmp_path, no_unpickling
     play_env = load_vecnormalize_without_pickles(str(tmp_path / "vecnormalize.npz"), make_vec_env(ENV, n_envs=2, seed=1))
     loaded = load_without_pickles(tmp_path / "model", play_env, device="cpu")  # SB3 adds the .zip
     observations = np.random.default_rng(0).normal(size=(5, 3)).astype(np.float32)
-    np.testing.assert_array_equal(loaded.predict(observations, deterministic=True)[0],
-                                  model.predict(observations, deterministic=True)[0])
-    for name in ("learning_rate", "lr_schedule", "clip_range", "clip_range_vf", "vf_learning_rate", "policy_kwargs",
-                 "observation_space", "action_space", "rollout_buffer_class", "policy_class", "num_timesteps"):
+    np.testing.assert_array_equal(
+        loaded.predict(observations, deterministic=True)[0], model.predict(observations, deterministic=True)[0]
+    )
+    for name in (
+        "learning_rate",
+        "lr_schedule",
+        "clip_range",
+        "clip_range_vf",
+        "vf_learning_rate",
+        "policy_kwargs",
+        "observation_space",
+        "action_space",
+        "rollout_buffer_class",
+        "policy_class",
+        "num_timesteps",
+    ):
         assert repr(getattr(loaded, name)) == repr(getattr(model, name)), name
-    for saved, restored in zip(model.policy.optimizer.state_dict()["state"].values(),
-                               loaded.policy.optimizer.state_dict()["state"].values()):
+    for saved, restored in zip(
+        model.policy.optimizer.state_dict()["state"].values(),
+        loaded.policy.optimizer.state_dict()["state"].values(),
+        strict=True,
+    ):
         th.testing.assert_close(saved["exp_avg"], restored["exp_avg"])
     np.testing.assert_array_equal(play_env.obs_rms.var, env.obs_rms.var)
     assert play_env.ret_rms.count == env.ret_rms.count and play_env.training == env.training
@@ -231,14 +293,23 @@ def test_sb3_algorithms_load_without_pickles_and_unreadable_training_entries_are
     continued = load_without_pickles(tmp_path / "ppo.zip", algorithm=SB3PPO, learning_rate=5e-4)  # e.g. from the config
     assert continued.lr_schedule(1.0) == 5e-4
 
-    sac = SAC("MlpPolicy", ENV, learning_starts=32, buffer_size=1000, batch_size=32, seed=0, device="cpu",
-              policy_kwargs={"net_arch": [16]})
+    sac = SAC(
+        "MlpPolicy",
+        ENV,
+        learning_starts=32,
+        buffer_size=1000,
+        batch_size=32,
+        seed=0,
+        device="cpu",
+        policy_kwargs={"net_arch": [16]},
+    )
     sac.learn(64)
     sac.save(tmp_path / "sac.zip")
     observation = np.zeros((1, 3), dtype=np.float32)
     acting_sac = load_without_pickles(tmp_path / "sac.zip", algorithm=SAC, training=False, buffer_size=1)
-    np.testing.assert_array_equal(acting_sac.predict(observation, deterministic=True)[0],
-                                  sac.predict(observation, deterministic=True)[0])
+    np.testing.assert_array_equal(
+        acting_sac.predict(observation, deterministic=True)[0], sac.predict(observation, deterministic=True)[0]
+    )
     with pytest.raises(PickleRefusedError, match="'train_freq'"):  # a TrainFreq tuple keeps no readable fields
         load_without_pickles(tmp_path / "sac.zip", algorithm=SAC)
     assert load_without_pickles(tmp_path / "sac.zip", algorithm=SAC, train_freq=1).train_freq.frequency == 1
@@ -253,7 +324,7 @@ def test_a_crafted_model_zip_runs_no_code(tmp_path):
     loaded = load_without_pickles(tmp_path / "model.zip")  # both are rebuilt from readable parts
     assert loaded.observation_space == model.observation_space and not marker.exists()
     rewrite_data_entry(str(tmp_path / "model.zip"), "policy_class", MarkerPayload(marker))
-    with pytest.raises(PickleRefusedError, match="'policy_class'.*not a plain reference to a class"):
+    with pytest.raises(PickleRefusedError, match=r"'policy_class'.*not a plain reference to a class"):
         load_without_pickles(tmp_path / "model.zip")
     assert not marker.exists()
     with pytest.raises(ValueError, match="The space is of type <class 'NoneType'>"):  # SB3's load ran the payloads
@@ -284,8 +355,11 @@ def test_statistics_round_trip_and_refusals(tmp_path):
         expected, loaded = VecNormalize.load(path, make()), load_vecnormalize_without_pickles(path, make())
         for name in ("training", "norm_obs", "norm_reward", "clip_obs", "clip_reward", "gamma", "epsilon", "norm_obs_keys"):
             assert getattr(loaded, name) == getattr(expected, name), name
-        pairs = (zip(expected.obs_rms.values(), loaded.obs_rms.values()) if isinstance(expected.obs_rms, dict)
-                 else [(expected.obs_rms, loaded.obs_rms)])
+        pairs = (
+            zip(expected.obs_rms.values(), loaded.obs_rms.values(), strict=True)
+            if isinstance(expected.obs_rms, dict)
+            else [(expected.obs_rms, loaded.obs_rms)]
+        )
         for saved, read in [*pairs, (expected.ret_rms, loaded.ret_rms)]:
             np.testing.assert_array_equal(read.mean, saved.mean)
             np.testing.assert_array_equal(read.var, saved.var)
@@ -296,7 +370,7 @@ def test_statistics_round_trip_and_refusals(tmp_path):
         load_vecnormalize_without_pickles(pendulum, make_vec_env("CartPole-v1"))
     lonely = tmp_path / "lonely.pkl"
     lonely.write_bytes(pickle.dumps(MarkerPayload(tmp_path / "pwned")))
-    with pytest.raises(PickleRefusedError, match="saved only as a pickle.*--trust-pickles.*VecNormalize.load"):
+    with pytest.raises(PickleRefusedError, match=r"saved only as a pickle.*--trust-pickles.*VecNormalize\.load"):
         read_vecnormalize_statistics(str(lonely))
     assert not (tmp_path / "pwned").exists()
 
@@ -334,7 +408,7 @@ def zip_with_bomb(entries: dict[str, bytes], name: str, stream: bytes, inflated_
     struct.pack_into("<I", raw, local + 14, crc)
     struct.pack_into("<I", raw, local + 22, inflated_size)
     central = raw.find(b"PK\x01\x02")
-    while raw[central + 46:central + 46 + struct.unpack_from("<H", raw, central + 28)[0]] != name.encode():
+    while raw[central + 46 : central + 46 + struct.unpack_from("<H", raw, central + 28)[0]] != name.encode():
         central = raw.find(b"PK\x01\x02", central + 4)
     struct.pack_into("<H", raw, central + 10, zipfile.ZIP_DEFLATED)
     struct.pack_into("<I", raw, central + 16, crc)
@@ -367,8 +441,11 @@ def test_a_model_zip_that_inflates_to_gigabytes_is_refused_before_reading(tmp_pa
         for name, content in entries.items():
             archive.writestr(name, inner if name == "policy.pth" else content)
     error, seconds, grown = refused_within(lambda: load_without_pickles(tmp_path / "nested.zip"))
-    assert re.search(rf"nested.zip:policy.pth: its entry '{record}' inflates to {3 * GIB} bytes from \d+ "
-                     r"\(\d+ times; the limit is 100, MAX_COMPRESSION_RATIO\): a zip bomb", str(error)), error
+    assert re.search(
+        rf"nested.zip:policy.pth: its entry '{record}' inflates to {3 * GIB} bytes from \d+ "
+        r"\(\d+ times; the limit is 100, MAX_COMPRESSION_RATIO\): a zip bomb",
+        str(error),
+    ), error
     assert seconds < BOMB_SECONDS and grown < BOMB_BYTES
 
 
@@ -385,8 +462,11 @@ def test_statistics_arrays_are_sized_before_they_are_read(tmp_path, refused_with
     # Deflated: 400M zeros in a few MB.
     size = 3052 << 20
     bomb = tmp_path / "deflated.npz"
-    bomb.write_bytes(zip_with_bomb(entries, "obs.mean.npy", deflated_zeros(size, npy_header((elements,))),
-                                   len(npy_header((elements,))) + size))
+    bomb.write_bytes(
+        zip_with_bomb(
+            entries, "obs.mean.npy", deflated_zeros(size, npy_header((elements,))), len(npy_header((elements,))) + size
+        )
+    )
     error, seconds, grown = refused_within(lambda: load_vecnormalize_without_pickles(str(bomb), make_vec_env(ENV)))
     assert "its entry 'obs.mean.npy' inflates to" in str(error) and "a zip bomb" in str(error)
     assert seconds < BOMB_SECONDS and grown < BOMB_BYTES
@@ -395,11 +475,15 @@ def test_statistics_arrays_are_sized_before_they_are_read(tmp_path, refused_with
     with zipfile.ZipFile(tmp_path / "claims.npz", "w") as archive:
         for name, content in claims.items():
             archive.writestr(name, content)
-    for read in (lambda: read_vecnormalize_statistics(str(tmp_path / "claims.npz")),
-                 lambda: load_vecnormalize_without_pickles(str(tmp_path / "claims.npz"), make_vec_env(ENV))):
+    for read in (
+        lambda: read_vecnormalize_statistics(str(tmp_path / "claims.npz")),
+        lambda: load_vecnormalize_without_pickles(str(tmp_path / "claims.npz"), make_vec_env(ENV)),
+    ):
         error, seconds, grown = refused_within(read)
-        assert (f"its array 'obs.mean' has shape ({elements},) of float64, more than {1 << 22} numbers "
-                "(MAX_STATISTICS_VALUES); refused before reading it") in str(error)
+        assert (
+            f"its array 'obs.mean' has shape ({elements},) of float64, more than {1 << 22} numbers "
+            "(MAX_STATISTICS_VALUES); refused before reading it"
+        ) in str(error)
         assert seconds < BOMB_SECONDS and grown < BOMB_BYTES
     # Shapes are compared with the env's on the headers, before the arrays are read.
     with pytest.raises(ValueError, match=r"statistics have shape \(3,\), the env's observations \(4,\)"):
@@ -424,7 +508,10 @@ def test_every_statistics_pickle_of_a_run_has_its_plain_twin(trained_run):
     pickles = sorted(glob.glob(str(run / "**" / "*.pkl"), recursive=True))
     # The final statistics (also saved at each new best evaluation), the best model's and the checkpoint's.
     assert [os.path.relpath(path, run) for path in pickles] == [
-        f"{ENV}/vecnormalize.pkl", "best_model_vecnormalize.pkl", "rl_model_vecnormalize_256_steps.pkl"]
+        f"{ENV}/vecnormalize.pkl",
+        "best_model_vecnormalize.pkl",
+        "rl_model_vecnormalize_256_steps.pkl",
+    ]
     for path in pickles:
         with open(path, "rb") as handle:
             saved = pickle.load(handle)  # our own run: trusted
@@ -475,16 +562,17 @@ def test_the_statistics_saved_with_the_played_model_are_chosen(tmp_path):
     assert played_model_statistics(str(run), "Env-v0", load_best=True) == final  # none of its own: the final ones
     (run / "best_model_vecnormalize.npz").write_bytes(b"")
     assert played_model_statistics(str(run), "Env-v0", load_best=True) == str(run / "best_model_vecnormalize.pkl")
-    assert played_model_statistics(str(run), "Env-v0", load_checkpoint=100) == str(
-        run / "rl_model_vecnormalize_100_steps.pkl")
+    assert played_model_statistics(str(run), "Env-v0", load_checkpoint=100) == str(run / "rl_model_vecnormalize_100_steps.pkl")
     assert played_model_statistics(str(run), "Env-v0", load_last_checkpoint=True) == final  # 200 has none
     (run / "rl_model_vecnormalize_200_steps.pkl").write_bytes(b"")
     assert played_model_statistics(str(run), "Env-v0", load_last_checkpoint=True) == str(
-        run / "rl_model_vecnormalize_200_steps.pkl")
+        run / "rl_model_vecnormalize_200_steps.pkl"
+    )
 
 
 def test_the_best_model_and_a_checkpoint_are_played_and_exported_with_their_own_statistics(
-        trained_run, tmp_path, capsys, monkeypatch, no_unpickling):
+    trained_run, tmp_path, capsys, monkeypatch, no_unpickling
+):
     import sb3_ppo_ext.zoo.commands
 
     folder = str(trained_run)
@@ -494,8 +582,11 @@ def test_the_best_model_and_a_checkpoint_are_played_and_exported_with_their_own_
     main(["enjoy", "--env", ENV, "-f", folder, "-n", "10", "--no-render", "--load-checkpoint", "256"])
     assert "rl_model_vecnormalize_256_steps.pkl" in capsys.readouterr().out
     exported = {}
-    monkeypatch.setattr(sb3_ppo_ext.zoo.commands, "export_onnx",
-                        lambda model, output, statistics=None, **kwargs: exported.update(statistics=statistics))
+    monkeypatch.setattr(
+        sb3_ppo_ext.zoo.commands,
+        "export_onnx",
+        lambda model, output, statistics=None, **kwargs: exported.update(statistics=statistics),
+    )
     main(["export", "--env", ENV, "-f", folder, "--load-checkpoint", "256", "-o", str(tmp_path / "policy.onnx")])
     checkpoint = read_vecnormalize_statistics(str(run / "rl_model_vecnormalize_256_steps.npz"))
     final = read_vecnormalize_statistics(str(run / ENV / "vecnormalize.npz"))
@@ -513,8 +604,21 @@ def test_a_run_is_played_exported_recorded_and_continued_without_unpickling(trai
     assert glob.glob(str(tmp_path / "videos" / "*.mp4"))
     run = trained_run / "ppo_ext" / f"{ENV}_1"
     for model in (run / f"{ENV}.zip", run / "rl_model_256_steps.zip"):
-        main([*TRAIN[:4], "128", *TRAIN[5:], "--eval-freq", "-1", "--save-freq", "-1", "-f", str(tmp_path / "continued"),
-              "-i", str(model)])
+        main(
+            [
+                *TRAIN[:4],
+                "128",
+                *TRAIN[5:],
+                "--eval-freq",
+                "-1",
+                "--save-freq",
+                "-1",
+                "-f",
+                str(tmp_path / "continued"),
+                "-i",
+                str(model),
+            ]
+        )
     assert len(glob.glob(str(tmp_path / "continued" / "ppo_ext" / f"{ENV}_*" / f"{ENV}.zip"))) == 2
 
 
@@ -536,11 +640,15 @@ def test_a_crafted_vecnormalize_pickle_is_refused_unless_trusted(run_copy, tmp_p
     assert not marker.exists()
     os.unlink(statistics_path(str(statistics)))
     played = ["--env", ENV, "-f", str(folder)]
-    for argv in (["enjoy", *played, "-n", "5", "--no-render"], ["record-video", *played, "-n", "5"],
-                 ["export", *played, "-o", str(tmp_path / "p.onnx")]):
+    for argv in (
+        ["enjoy", *played, "-n", "5", "--no-render"],
+        ["record-video", *played, "-n", "5"],
+        ["export", *played, "-o", str(tmp_path / "p.onnx")],
+    ):
         line = user_error(argv)
-        assert line.startswith(f"sb3-ppo-ext {argv[0]}: error: {statistics}: the VecNormalize statistics are saved "
-                               "only as a pickle")
+        assert line.startswith(
+            f"sb3-ppo-ext {argv[0]}: error: {statistics}: the VecNormalize statistics are saved only as a pickle"
+        )
         assert "--trust-pickles" in line and not marker.exists()
     line = user_error([*TRAIN, "-f", str(tmp_path / "continued"), "-i", str(run / f"{ENV}.zip")])
     assert "saved only as a pickle" in line and "--trust-pickles" in line and not marker.exists()
@@ -555,13 +663,28 @@ def test_a_crafted_model_zip_is_refused_or_loaded_safely_unless_trusted(run_copy
     for key in ("observation_space", "lr_schedule", "clip_range", "_last_obs"):
         rewrite_data_entry(model, key, MarkerPayload(marker))
     main(["enjoy", "--env", ENV, "-f", str(folder), "-n", "5", "--no-render"])  # all rebuilt from readable parts
-    main([*TRAIN[:4], "128", *TRAIN[5:], "--eval-freq", "-1", "--save-freq", "-1", "-f", str(tmp_path / "continued"),
-          "-i", model])
+    main(
+        [
+            *TRAIN[:4],
+            "128",
+            *TRAIN[5:],
+            "--eval-freq",
+            "-1",
+            "--save-freq",
+            "-1",
+            "-f",
+            str(tmp_path / "continued"),
+            "-i",
+            model,
+        ]
+    )
     assert not marker.exists()
     rewrite_data_entry(model, "policy_class", MarkerPayload(marker))
-    for argv in (["enjoy", "--env", ENV, "-f", str(folder), "-n", "5", "--no-render"],
-                 ["export", "--env", ENV, "-f", str(folder), "-o", str(tmp_path / "p.onnx")],
-                 [*TRAIN, "-f", str(tmp_path / "continued"), "-i", model]):
+    for argv in (
+        ["enjoy", "--env", ENV, "-f", str(folder), "-n", "5", "--no-render"],
+        ["export", "--env", ENV, "-f", str(folder), "-o", str(tmp_path / "p.onnx")],
+        [*TRAIN, "-f", str(tmp_path / "continued"), "-i", model],
+    ):
         line = user_error(argv)
         assert "its entry 'policy_class'" in line and "--trust-pickles" in line and not marker.exists()
     run_trusting(["enjoy", "--env", ENV, "-f", str(folder), "-n", "5", "--no-render", "--trust-pickles"])

@@ -31,8 +31,18 @@ def test_sb3_zip_loads_into_ours_and_trains_on(tmp_path, env_id, kwargs):
 
 @pytest.mark.parametrize("env_id, kwargs", [("CartPole-v1", {}), ("Pendulum-v1", {"use_sde": True})])
 def test_our_zip_loads_into_sb3_and_predicts_the_same(tmp_path, env_id, kwargs):
-    ours = PPO("MlpPolicy", env_id, n_steps=64, batch_size=32, n_epochs=2, objective="clip_kl_penalty", lr_kl_target=0.01,
-               policy_kwargs=TINY, seed=0, **kwargs)
+    ours = PPO(
+        "MlpPolicy",
+        env_id,
+        n_steps=64,
+        batch_size=32,
+        n_epochs=2,
+        objective="clip_kl_penalty",
+        lr_kl_target=0.01,
+        policy_kwargs=TINY,
+        seed=0,
+        **kwargs,
+    )
     ours.learn(128)
     ours.save(tmp_path / "ours")
     theirs = SB3PPO.load(tmp_path / "ours")
@@ -43,8 +53,19 @@ def test_our_zip_loads_into_sb3_and_predicts_the_same(tmp_path, env_id, kwargs):
 
 
 def test_adaptive_state_survives_save_load_and_continued_training(tmp_path):
-    model = PPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=32, n_epochs=3, learning_rate=1e-3,
-                objective="kl_penalty", kl_penalty_target=1e-9, lr_kl_target=1e-9, policy_kwargs=TINY, seed=0)
+    model = PPO(
+        "MlpPolicy",
+        "Pendulum-v1",
+        n_steps=64,
+        batch_size=32,
+        n_epochs=3,
+        learning_rate=1e-3,
+        objective="kl_penalty",
+        kl_penalty_target=1e-9,
+        lr_kl_target=1e-9,
+        policy_kwargs=TINY,
+        seed=0,
+    )
     model.learn(128)
     kl_coef, learning_rate = model.kl_penalty.coef, model.adaptive_lr.learning_rate
     assert kl_coef != 1.0 and learning_rate != 1e-3
@@ -71,8 +92,19 @@ def test_adaptive_state_survives_save_load_and_continued_training(tmp_path):
 
 
 def test_parameters_and_settings_round_trip(tmp_path):
-    model = PPO("MlpPolicy", "CartPole-v1", n_steps=64, batch_size=32, objective="kl_penalty", kl_coef=0.3,
-                kl_penalty_target=None, lr_kl_target=0.02, lr_kl_cadence="epoch", policy_kwargs=TINY, seed=0)
+    model = PPO(
+        "MlpPolicy",
+        "CartPole-v1",
+        n_steps=64,
+        batch_size=32,
+        objective="kl_penalty",
+        kl_coef=0.3,
+        kl_penalty_target=None,
+        lr_kl_target=0.02,
+        lr_kl_cadence="epoch",
+        policy_kwargs=TINY,
+        seed=0,
+    )
     model.save(tmp_path / "settings")
     loaded = PPO.load(tmp_path / "settings")
     for name in ("objective", "kl_coef", "kl_penalty_target", "lr_kl_target", "lr_kl_cadence", "n_steps", "batch_size"):

@@ -39,7 +39,8 @@ def forkserver_with_imports_done():
     of it rather than a fresh interpreter importing torch (seconds each on a loaded machine). No effect if the
     forkserver of this process is running already (then workers import as usual)."""
     mp.get_context("forkserver").set_forkserver_preload(
-        ["__main__", "sb3_ppo_ext.shared_memory_vec_env", "sb3_ppo_ext.envs.walker2d", __name__])
+        ["__main__", "sb3_ppo_ext.shared_memory_vec_env", "sb3_ppo_ext.envs.walker2d", __name__]
+    )
     yield
 
 
@@ -88,16 +89,24 @@ def test_split_evenly_gives_contiguous_blocks_larger_first():
 
 
 def test_plan_segment_aligns_every_array():
-    arrays, size = plan_segment([("a", (3, 5), np.dtype(np.float32)), ("b", (3,), np.dtype(bool)),
-                                 ("c", (3, 2), np.dtype(np.float64))], alignment=64)
+    arrays, size = plan_segment(
+        [("a", (3, 5), np.dtype(np.float32)), ("b", (3,), np.dtype(bool)), ("c", (3, 2), np.dtype(np.float64))], alignment=64
+    )
     assert [array.offset for array in arrays] == [0, 64, 128]
     assert size == 128 + 48
     assert plan_segment([("empty", (0,), np.dtype(np.float32))])[1] == 1
 
 
-@pytest.mark.parametrize("kwargs, message", [({"n_workers": 0}, "n_workers"), ({"n_workers": 4}, "n_workers"),
-                                             ({"start_method": "teleport"}, "start_method"),
-                                             ({"timeout_s": 0}, "timeout_s"), ({"start_timeout_s": -1}, "start_timeout_s")])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"n_workers": 0}, "n_workers"),
+        ({"n_workers": 4}, "n_workers"),
+        ({"start_method": "teleport"}, "start_method"),
+        ({"timeout_s": 0}, "timeout_s"),
+        ({"start_timeout_s": -1}, "start_timeout_s"),
+    ],
+)
 def test_bad_settings_are_refused_before_any_worker_starts(kwargs, message):
     with pytest.raises(ValueError, match=message):
         SharedMemoryVecEnv(env_fns("CartPole-v1", 3), **kwargs)
@@ -203,8 +212,9 @@ def test_reset_with_seed_and_options_like_dummy_vec_env():
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
 def test_ppo_trained_on_it_equals_ppo_trained_on_dummy_vec_env(env_id):
     def trained(vec_env: VecEnv) -> dict[str, th.Tensor]:
-        model = PPO("MlpPolicy", vec_env, n_steps=32, batch_size=32, n_epochs=2, seed=0,
-                    policy_kwargs={"net_arch": [16]}, device="cpu")
+        model = PPO(
+            "MlpPolicy", vec_env, n_steps=32, batch_size=32, n_epochs=2, seed=0, policy_kwargs={"net_arch": [16]}, device="cpu"
+        )
         model.learn(4 * 32 * 2)
         vec_env.close()
         return model.policy.state_dict()
@@ -292,8 +302,11 @@ def test_an_env_raising_in_step_is_an_error_naming_it_and_its_worker():
     actions = np.zeros(4, dtype=np.int64)
     venv.step(actions)
     venv.step(actions)
-    with pytest.raises(EnvWorkerError, match=r"env 3 in worker 1 \(pid \d+, holding envs \[2, 3\]\) raised ValueError: "
-                                             r"physics exploded at step 3 during step") as raised:
+    with pytest.raises(
+        EnvWorkerError,
+        match=r"env 3 in worker 1 \(pid \d+, holding envs \[2, 3\]\) raised ValueError: "
+        r"physics exploded at step 3 during step",
+    ) as raised:
         venv.step(actions)
     assert raised.value.env_index == 3 and raised.value.env_indices == [2, 3]
     assert "physics exploded" in raised.value.remote_traceback

@@ -13,8 +13,17 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def small_ppo(env="Pendulum-v1", **kwargs):
-    return PPO("MlpPolicy", env, n_steps=128, batch_size=64, n_epochs=2, seed=0, device="cpu",
-               policy_kwargs={"net_arch": [16]}, **kwargs)
+    return PPO(
+        "MlpPolicy",
+        env,
+        n_steps=128,
+        batch_size=64,
+        n_epochs=2,
+        seed=0,
+        device="cpu",
+        policy_kwargs={"net_arch": [16]},
+        **kwargs,
+    )
 
 
 class RolloutStd(BaseCallback):
@@ -64,13 +73,16 @@ def test_a_saved_model_continues_with_its_scheduled_std(tmp_path):
     assert recorder.seen[0][1] == pytest.approx(float(model.policy.log_std[0]))
 
 
-@pytest.mark.parametrize(("env", "kwargs", "message"), [
-    ("CartPole-v1", {"log_std_schedule": -1.0}, "CategoricalDistribution"),
-    ("Pendulum-v1", {"log_std_schedule": -1.0, "use_sde": True}, "StateDependentNoiseDistribution"),
-    ("Pendulum-v1", {"log_std_schedule": [-1.0, -2.0, -3.0]}, r"a \[start, end\] pair"),
-    ("Pendulum-v1", {"log_std_schedule": "lin_-1"}, r"a \[start, end\] pair"),
-    ("Pendulum-v1", {"log_std_schedule": [-1.0, float("nan")]}, "finite numbers"),
-])
+@pytest.mark.parametrize(
+    ("env", "kwargs", "message"),
+    [
+        ("CartPole-v1", {"log_std_schedule": -1.0}, "CategoricalDistribution"),
+        ("Pendulum-v1", {"log_std_schedule": -1.0, "use_sde": True}, "StateDependentNoiseDistribution"),
+        ("Pendulum-v1", {"log_std_schedule": [-1.0, -2.0, -3.0]}, r"a \[start, end\] pair"),
+        ("Pendulum-v1", {"log_std_schedule": "lin_-1"}, r"a \[start, end\] pair"),
+        ("Pendulum-v1", {"log_std_schedule": [-1.0, float("nan")]}, "finite numbers"),
+    ],
+)
 def test_settings_it_cannot_follow_are_refused_by_name(env, kwargs, message):
     with pytest.raises(ValueError, match=f"log_std_schedule.*{message}") as error:
         small_ppo(env, **kwargs)

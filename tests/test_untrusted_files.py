@@ -34,9 +34,34 @@ def clean_run(tmp_path_factory):
     """A tiny ``ppo_ext`` run of Pendulum-v1 with a checkpoint (so that ``--resume`` has something to continue)."""
     folder = tmp_path_factory.mktemp("logs")
     th.set_num_threads(1)
-    main(["train", "--env", ENV, "-n", "128", "-f", str(folder), "--seed", "0", "--eval-freq", "-1", "--no-progress",
-          "--verbose", "0", "--num-threads", "1", "--save-freq", "64", "--hyperparams", "n_envs:1", "n_steps:64",
-          "batch_size:64", "n_epochs:1", "policy_kwargs:dict(net_arch=[8])"])
+    main(
+        [
+            "train",
+            "--env",
+            ENV,
+            "-n",
+            "128",
+            "-f",
+            str(folder),
+            "--seed",
+            "0",
+            "--eval-freq",
+            "-1",
+            "--no-progress",
+            "--verbose",
+            "0",
+            "--num-threads",
+            "1",
+            "--save-freq",
+            "64",
+            "--hyperparams",
+            "n_envs:1",
+            "n_steps:64",
+            "batch_size:64",
+            "n_epochs:1",
+            "policy_kwargs:dict(net_arch=[8])",
+        ]
+    )
     return folder
 
 
@@ -56,8 +81,13 @@ def planted(clean_run, tmp_path, marker, *, config=None, arguments=None):
 def wrapper_chain(marker) -> dict:
     """rl-zoo3 wraps the env in each listed class in turn: ``hash(env)``, ``str(...)``, then ``timeit.timeit`` runs
     its ``setup`` string as code."""
-    return {"env_wrapper": ["builtins.hash", "builtins.str",
-                            {"timeit.timeit": {"setup": f"open({str(marker)!r}, 'w').close()", "number": 1}}]}
+    return {
+        "env_wrapper": [
+            "builtins.hash",
+            "builtins.str",
+            {"timeit.timeit": {"setup": f"open({str(marker)!r}, 'w').close()", "number": 1}},
+        ]
+    }
 
 
 @pytest.fixture
@@ -101,7 +131,7 @@ def test_a_wrapper_module_in_config_yml_is_never_imported(command, clean_run, tm
 def test_packing_a_run_refuses_it_too(clean_run, tmp_path):
     marker = tmp_path / "pwned"
     logs = planted(clean_run, tmp_path, marker, config=wrapper_chain(marker))
-    with pytest.raises(ValueError, match="env_wrapper: 'builtins.hash' is not an allow-listed"):
+    with pytest.raises(ValueError, match=r"env_wrapper: 'builtins\.hash' is not an allow-listed"):
         save_pretrained_from_run(str(logs), str(tmp_path / "agent"))
     assert not marker.exists() and not (tmp_path / "agent").exists()
 
@@ -131,7 +161,7 @@ def test_env_ids_of_registered_or_imported_modules_are_accepted():
 
 @pytest.mark.parametrize("refused", ["not_imported_yet_module:CartPole-v1", ":CartPole-v1", "a:b:CartPole-v1", "", 3, None])
 def test_env_ids_that_import_a_module_are_refused(refused):
-    with pytest.raises(ValueError, match="agent.json"):
+    with pytest.raises(ValueError, match=r"agent\.json"):
         check_env_id(refused, where="agent.json")
 
 
@@ -165,16 +195,19 @@ def normalised(agent) -> dict:
     return agent["normalization"]
 
 
-@pytest.mark.parametrize("entry, value, message", [
-    ("mean", [float("nan"), 0.0, 0.0], "normalization mean holds a non-finite value"),
-    ("var", [1.0, float("inf"), 1.0], "normalization var holds a non-finite value"),
-    ("var", [1.0, -1.0, 1.0], "normalization var must be >= 0"),
-    ("var", [1.0, 1.0], "normalization mean and var differ in length"),
-    ("var", "1,1,1", "normalization var must be a list of numbers"),
-    ("clip_obs", 0.0, "normalization clip_obs must be a finite number > 0"),
-    ("clip_obs", float("nan"), "normalization clip_obs must be a finite number > 0"),
-    ("epsilon", -1.0, "normalization epsilon must be a finite number > 0"),
-])
+@pytest.mark.parametrize(
+    "entry, value, message",
+    [
+        ("mean", [float("nan"), 0.0, 0.0], "normalization mean holds a non-finite value"),
+        ("var", [1.0, float("inf"), 1.0], "normalization var holds a non-finite value"),
+        ("var", [1.0, -1.0, 1.0], "normalization var must be >= 0"),
+        ("var", [1.0, 1.0], "normalization mean and var differ in length"),
+        ("var", "1,1,1", "normalization var must be a list of numbers"),
+        ("clip_obs", 0.0, "normalization clip_obs must be a finite number > 0"),
+        ("clip_obs", float("nan"), "normalization clip_obs must be a finite number > 0"),
+        ("epsilon", -1.0, "normalization epsilon must be a finite number > 0"),
+    ],
+)
 def test_an_agents_statistics_are_checked(shipped_agent_copy, entry, value, message):
     rewrite_agent(shipped_agent_copy, lambda agent: normalised(agent).update({entry: value}))
     with pytest.raises(ValueError, match=message):
@@ -216,10 +249,13 @@ def test_a_pickle_inside_policy_pth_is_a_named_error(clean_run, tmp_path):
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("argv", [
-    ["export", "--env", ENV, "--fold", "logs"],
-    ["plot", "--env", ENV, "--fold", "logs"],
-    ["enjoy", "--pretrained", "--env", ENV, "--stoch"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["export", "--env", ENV, "--fold", "logs"],
+        ["plot", "--env", ENV, "--fold", "logs"],
+        ["enjoy", "--pretrained", "--env", ENV, "--stoch"],
+    ],
+)
 def test_no_command_takes_an_abbreviated_option(argv, user_error):
     assert "unrecognized arguments: --" in user_error(argv)

@@ -331,9 +331,11 @@ Pendulum-v1:
 def test_a_config_number_written_without_a_dot_trains_as_that_number(tmp_path):
     """``learning_rate: 1e-3`` is a string to PyYAML (YAML 1.1); the run trains with, and saves, the number."""
     config = tmp_path / "numbers.yml"
-    config.write_text("CartPole-v1:\n  policy: 'MlpPolicy'\n  n_timesteps: 64\n  n_envs: 1\n  n_steps: 64\n"
-                      "  batch_size: 64\n  n_epochs: 1\n  learning_rate: 1e-3\n  ent_coef: 1e-2\n"
-                      "  policy_kwargs: 'dict(net_arch=[8])'\n")
+    config.write_text(
+        "CartPole-v1:\n  policy: 'MlpPolicy'\n  n_timesteps: 64\n  n_envs: 1\n  n_steps: 64\n"
+        "  batch_size: 64\n  n_epochs: 1\n  learning_rate: 1e-3\n  ent_coef: 1e-2\n"
+        "  policy_kwargs: 'dict(net_arch=[8])'\n"
+    )
     main(train_argv("CartPole-v1", tmp_path, 64, "-conf", str(config)))
     folder = run_folder(tmp_path, "CartPole-v1")
     with open(os.path.join(folder, "CartPole-v1", "config.yml")) as file:
@@ -353,8 +355,11 @@ def test_misspelt_config_key_names_the_nearest_valid_key(tmp_path, user_error):
 def test_a_block_is_printed_only_once_it_is_checked(tmp_path, capsys):
     # rl-zoo3 prints the block it reads; printed before the checks, aliases of a long string print as gigabytes.
     config = tmp_path / "c.yml"
-    config.write_text("CartPole-v1:\n  policy: 'MlpPolicy'\n  n_timesteps: 64\n  env_kwargs: {note: '" + "z" * 5000 +
-                      "'}\n  lr_kl_traget: 0.01\n")
+    config.write_text(
+        "CartPole-v1:\n  policy: 'MlpPolicy'\n  n_timesteps: 64\n  env_kwargs: {note: '"
+        + "z" * 5000
+        + "'}\n  lr_kl_traget: 0.01\n"
+    )
     with pytest.raises(SystemExit):
         main(train_argv("CartPole-v1", tmp_path, 64, "-conf", str(config)))
     captured = capsys.readouterr()
@@ -384,8 +389,19 @@ def test_python_config_files_are_refused(tmp_path, user_error):
 def test_command_line_values_are_parsed_safely(command, option, tmp_path, capsys):
     marker = tmp_path / "pwned"
     with pytest.raises(SystemExit):
-        main([command, "--env", "CartPole-v1", "--algo", "ppo_ext", "-f", str(tmp_path), option,
-              f"x:__import__('os').system('touch {marker}')"])
+        main(
+            [
+                command,
+                "--env",
+                "CartPole-v1",
+                "--algo",
+                "ppo_ext",
+                "-f",
+                str(tmp_path),
+                option,
+                f"x:__import__('os').system('touch {marker}')",
+            ]
+        )
     assert "__import__('os').system" in capsys.readouterr().err
     assert not marker.exists()
 
@@ -470,8 +486,11 @@ def test_save_freq_checkpoints_carry_their_statistics_and_resume_with_them(tmp_p
     main(train_argv("Pendulum-v1", tmp_path, 2048, "--save-freq", "1024", *PENDULUM_NORMALIZED))
     run = run_folder(tmp_path, "Pendulum-v1")
     checkpoints = sorted(os.path.basename(path) for path in glob.glob(os.path.join(run, "rl_model_*")))
-    assert checkpoints == ["rl_model_1024_steps.zip", "rl_model_vecnormalize_1024_steps.npz",
-                           "rl_model_vecnormalize_1024_steps.pkl"]  # the statistics as a pickle and as plain data
+    assert checkpoints == [
+        "rl_model_1024_steps.zip",
+        "rl_model_vecnormalize_1024_steps.npz",
+        "rl_model_vecnormalize_1024_steps.pkl",
+    ]  # the statistics as a pickle and as plain data
     saved = _statistics_count(os.path.join(run, "rl_model_vecnormalize_1024_steps.pkl"))
     assert saved > 1000  # the statistics at the checkpoint, not the final ones (2048 steps)
     main(train_argv("Pendulum-v1", tmp_path, 512, "-i", os.path.join(run, "rl_model_1024_steps.zip"), *PENDULUM_NORMALIZED))

@@ -64,8 +64,12 @@ def warn_undocumented_modules(app: Sphinx, env: BuildEnvironment) -> None:
     documented = set(env.get_domain("py").modules)  # type: ignore[attr-defined]
     for name in public_modules():
         if name not in documented:
-            logger.warning("module %s is not documented by any page of docs/api/ (add an automodule)", name,
-                           type="autodoc", subtype="module")
+            logger.warning(
+                "module %s is not documented by any page of docs/api/ (add an automodule)",
+                name,
+                type="autodoc",
+                subtype="module",
+            )
 
 
 def setup(app: Sphinx) -> dict[str, Any]:

@@ -93,8 +93,9 @@ class CliHelpDirective(SphinxDirective):
         status, out, err = _RUNNER.help(argv)
         command = " ".join(["sb3-ppo-ext", *argv, "--help"])
         if status != 0 or not out.strip():
-            logger.warning("`%s` failed (exit status %s): %s", command, status, err.strip()[-2000:],
-                           location=self.get_location())
+            logger.warning(
+                "`%s` failed (exit status %s): %s", command, status, err.strip()[-2000:], location=self.get_location()
+            )
         block = nodes.literal_block(out, out.rstrip() + "\n", language="text")
         block["classes"].append("cli-help")
         return [block]

@@ -69,8 +69,9 @@ def list_checkpoints(folder: str, name_prefix: str = "rl_model") -> list[Checkpo
         steps = int(match.group(1))
         stats = vecnormalize_checkpoint_path(folder, name_prefix, steps)
         plain = statistics_path(stats)
-        found.append(Checkpoint(steps, path, stats if os.path.exists(stats) else None,
-                                plain if os.path.exists(plain) else None))
+        found.append(
+            Checkpoint(steps, path, stats if os.path.exists(stats) else None, plain if os.path.exists(plain) else None)
+        )
     return sorted(found, key=lambda checkpoint: checkpoint.num_timesteps)
 
 
@@ -126,8 +127,9 @@ def find_latest_checkpoint(
         defect = checkpoint_defect(checkpoint, needs_statistics=needs_statistics)
         if defect is None:
             return checkpoint
-        warnings.warn(f"skipping the checkpoint {checkpoint.model_path}: {defect}; trying an older one",
-                      UserWarning, stacklevel=2)
+        warnings.warn(
+            f"skipping the checkpoint {checkpoint.model_path}: {defect}; trying an older one", UserWarning, stacklevel=2
+        )
     return None
 
 
@@ -160,8 +162,9 @@ def resume_from_checkpoint(
     if checkpoint is None:
         damaged = len(list_checkpoints(folder, name_prefix)) if os.path.isdir(folder) else 0
         if damaged:
-            raise FileNotFoundError(f"no intact checkpoint named {name_prefix}_<steps>_steps.zip in {folder!r} "
-                                    f"({damaged} damaged ones skipped)")
+            raise FileNotFoundError(
+                f"no intact checkpoint named {name_prefix}_<steps>_steps.zip in {folder!r} ({damaged} damaged ones skipped)"
+            )
         raise FileNotFoundError(f"no checkpoint named {name_prefix}_<steps>_steps.zip in {folder!r}")
     if checkpoint.vecnormalize_path is not None:
         env = _with_saved_statistics(env, checkpoint.vecnormalize_path)
@@ -178,7 +181,7 @@ def remaining_timesteps(model: BaseAlgorithm, total_timesteps: int) -> int:
     return max(0, int(total_timesteps) - int(model.num_timesteps))
 
 
-def _with_saved_statistics(env: VecEnv, vecnormalize_path: str) -> VecNormalize:
+def _with_saved_statistics(env: VecEnv, vecnormalize_path: str) -> VecEnv:
     existing = unwrap_vec_normalize(env)
     if existing is None:
         return VecNormalize.load(vecnormalize_path, env)
@@ -286,7 +289,8 @@ class RotatingCheckpointCallback(CheckpointCallback):
                 with atomic_write(stats_path) as handle:
                     pickle.dump(vec_normalize, handle)
             with atomic_write(model_path) as handle:
-                self.model.save(handle)
+                # SB3 annotates the path as str | Path | BufferedIOBase; it writes to any binary file (IO[bytes]).
+                self.model.save(handle)  # type: ignore[arg-type]
         except BaseException:
             for path in (stats_path, plain_path):  # statistics without their model are no checkpoint
                 if path is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import pickle
 import warnings
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch as th
@@ -26,7 +26,7 @@ from stable_baselines3.common.distributions import (
     MultiCategoricalDistribution,
     StateDependentNoiseDistribution,
 )
-from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
 from stable_baselines3.common.vec_env import VecNormalize, unwrap_vec_normalize
 
 from sb3_ppo_ext.callbacks._dependencies import require_module
@@ -78,8 +78,9 @@ class DeterministicPolicy(th.nn.Module):
         if obs_mean is not None:
             if obs_var is None:
                 raise ValueError("obs_var must be given with obs_mean, got None")
-            means = obs_mean if isinstance(obs_mean, dict) else {None: obs_mean}
-            variances = obs_var if isinstance(obs_var, dict) else {None: obs_var}
+            # Keyed by observation key (Dict spaces) or by None (the one array of other spaces).
+            means: dict[Any, np.ndarray] = obs_mean if isinstance(obs_mean, dict) else {None: obs_mean}
+            variances: dict[Any, np.ndarray] = obs_var if isinstance(obs_var, dict) else {None: obs_var}
             for position, key in enumerate(self.keys if self.keys is not None else [None]):
                 if key in means:
                     self.register_buffer(f"obs_mean_{position}", th.as_tensor(means[key], dtype=th.float32))
@@ -92,7 +93,7 @@ class DeterministicPolicy(th.nn.Module):
         self.rescale = bool(policy.squash_output)
         action_space = policy.action_space
         self.box = isinstance(action_space, spaces.Box)
-        if self.box:
+        if isinstance(action_space, spaces.Box):
             self.register_buffer("low", th.as_tensor(action_space.low, dtype=th.float32))
             self.register_buffer("high", th.as_tensor(action_space.high, dtype=th.float32))
         if isinstance(action_space, spaces.MultiDiscrete):
@@ -103,11 +104,11 @@ class DeterministicPolicy(th.nn.Module):
         for position in self.normalized:
             mean, std = getattr(self, f"obs_mean_{position}"), getattr(self, f"obs_std_{position}")
             tensors[position] = th.clamp((tensors[position] - mean) / std, -self.clip_obs, self.clip_obs)
-        observation = dict(zip(self.keys, tensors)) if self.keys is not None else tensors[0]
+        observation = dict(zip(self.keys, tensors, strict=True)) if self.keys is not None else tensors[0]
         policy = self.policy
         features = policy.extract_features(observation)
-        if policy.share_features_extractor:
-            latent_pi = policy.mlp_extractor.forward_actor(features)
+        if policy.share_features_extractor:  # one features tensor, else an (actor, critic) pair
+            latent_pi = policy.mlp_extractor.forward_actor(cast(th.Tensor, features))
         else:
             latent_pi = policy.mlp_extractor.forward_actor(features[0])
         output = policy.action_net(latent_pi)
@@ -120,14 +121,15 @@ class DeterministicPolicy(th.nn.Module):
         actions = th.tanh(output) if self.tanh else output
         if not self.box:
             return actions
+        low, high = cast(th.Tensor, self.low), cast(th.Tensor, self.high)  # the buffers registered for a Box
         if self.rescale:
-            return self.low + 0.5 * (actions + 1.0) * (self.high - self.low)
-        return th.maximum(th.minimum(actions, self.high), self.low)
+            return low + 0.5 * (actions + 1.0) * (high - low)
+        return th.maximum(th.minimum(actions, high), low)
 
 
-def check_exportable(policy: Any) -> None:
+def check_exportable(policy: Any) -> ActorCriticPolicy:
     """Raise ``ValueError`` unless ``policy`` is an actor-critic policy on array or flat ``Dict`` observations with a
-    known head."""
+    known head; return it."""
     if not isinstance(policy, ActorCriticPolicy):
         raise ValueError(f"model.policy must be an ActorCriticPolicy to export, got {type(policy).__name__}")
     space = policy.observation_space
@@ -138,6 +140,7 @@ def check_exportable(policy: Any) -> None:
             f"export supports the action distributions {[cls.__name__ for cls in _MODES]}, "
             f"got {type(policy.action_dist).__name__}"
         )
+    return policy
 
 
 #: What the statistics to bake in may be given as: a ``VecNormalize``, its plain-data statistics, a path or ``None``.
@@ -165,8 +168,9 @@ def resolve_vecnormalize(model: BaseAlgorithm, vecnormalize: Statistics) -> VecN
         with open(path, "rb") as handle:
             vecnormalize = pickle.load(handle)
     if not isinstance(vecnormalize, (VecNormalize, VecNormalizeStatistics)):
-        raise ValueError(f"vecnormalize must be a VecNormalize, its statistics, a path to saved ones or None, got "
-                         f"{vecnormalize!r}")
+        raise ValueError(
+            f"vecnormalize must be a VecNormalize, its statistics, a path to saved ones or None, got {vecnormalize!r}"
+        )
     return vecnormalize
 
 
@@ -181,20 +185,24 @@ def deterministic_policy(model: BaseAlgorithm, vecnormalize: Statistics = None) 
     policy = cpu_copy(model.policy)
     if stats is not None and stats.norm_obs:
         rms = stats.obs_rms
+        mean: np.ndarray | dict[str, np.ndarray]
+        var: np.ndarray | dict[str, np.ndarray]
         if isinstance(rms, dict):  # Dict observations: one RunningMeanStd per normalised key
             mean, var = {key: value.mean for key, value in rms.items()}, {key: value.var for key, value in rms.items()}
-        else:
+        elif rms is not None:
             mean, var = rms.mean, rms.var
+        else:
+            raise ValueError("the VecNormalize statistics normalise observations but hold no observation statistics")
         module = DeterministicPolicy(policy, mean, var, stats.epsilon, stats.clip_obs)
     else:
         module = DeterministicPolicy(policy)
     return module.to("cpu").eval()
 
 
-def cpu_copy(policy: ActorCriticPolicy) -> ActorCriticPolicy:
+def cpu_copy(policy: BasePolicy) -> ActorCriticPolicy:
     """A CPU copy of ``policy`` in eval mode, rebuilt from its constructor parameters and state dict (as SB3's
     ``policy.save`` / ``load`` do), so the model keeps its device and training mode."""
-    check_exportable(policy)
+    policy = check_exportable(policy)
     copy = type(policy)(**policy._get_constructor_parameters())
     copy.load_state_dict({name: tensor.detach().cpu() for name, tensor in policy.state_dict().items()})
     copy.set_training_mode(False)

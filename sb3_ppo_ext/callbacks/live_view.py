@@ -12,7 +12,7 @@ import traceback
 import warnings
 from collections.abc import Callable
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import cloudpickle
 import gymnasium as gym
@@ -33,6 +33,8 @@ from sb3_ppo_ext.files import check_writable_dir
 from sb3_ppo_ext.validation import check_choice, check_int, check_number, check_positive
 
 if TYPE_CHECKING:
+    from multiprocessing.context import ForkContext, ForkServerContext, SpawnContext
+
     from typing_extensions import Self
 
 LIVE_VIEW_MODES = ("auto", "human", "file")
@@ -50,10 +52,11 @@ class LiveViewCallback(BaseCallback):
     """Watch the policy learn: a background process plays the latest weights on its own copy of the environment.
 
     Like a render thread next to the trainer, but in a separate process at lower priority (``os.nice`` and, on
-    Linux, ``SCHED_IDLE``) with a frame-rate cap, so that training keeps its speed (see ``benchmarks/bench_live_view.py``). The process shows the
-    env in its window (``human`` mode) where a display exists; headless, it renders ``rgb_array`` frames and rewrites
-    ``output_path`` (GIF or MP4, replaced atomically) at the end of every episode it plays, so an image viewer or a
-    browser that reloads the file shows the policy as it improves.
+    Linux, ``SCHED_IDLE``) with a frame-rate cap, so that training keeps its speed (see
+    ``benchmarks/bench_live_view.py``). The process shows the env in its window (``human`` mode) where a display
+    exists; headless, it renders ``rgb_array`` frames and rewrites ``output_path`` (GIF or MP4, replaced atomically)
+    at the end of every episode it plays, so an image viewer or a browser that reloads the file shows the policy as
+    it improves.
 
     The weights (and the ``VecNormalize`` observation statistics, applied without updating them) are sent after an
     update at most every ``sync_interval`` seconds. The process stops when training ends, when training fails (a
@@ -140,7 +143,8 @@ class LiveViewCallback(BaseCallback):
 
         self.process: multiprocessing.process.BaseProcess | None = None
         self.watchdog: threading.Thread | None = None
-        self._context = multiprocessing.get_context(self.start_method)
+        # A start method of this platform (checked above), so one of the contexts that have Process.
+        self._context = cast("SpawnContext | ForkContext | ForkServerContext", multiprocessing.get_context(self.start_method))
         self._weights: Any = None
         self._stop_event: Any = None
         self._ready_event: Any = None
@@ -288,14 +292,17 @@ class LiveViewCallback(BaseCallback):
         if report is None or self.resolved_mode != "file":
             return
         frames = report.frames.value
-        reason = missing_output_reason(stopped_while_starting=stopped_while_starting, frames=frames,
-                                       written=report.written.value, exitcode=exitcode)
+        reason = missing_output_reason(
+            stopped_while_starting=stopped_while_starting, frames=frames, written=report.written.value, exitcode=exitcode
+        )
         if reason is None:
             return
         if stopped_while_starting or not frames:
-            reason += (f". The viewer runs at low priority (niceness {self.niceness}"
-                       f"{', SCHED_IDLE' if self.idle_scheduling else ''}): on a busy machine it may get no CPU time; "
-                       "train longer, or lower niceness / pass idle_scheduling=False")
+            reason += (
+                f". The viewer runs at low priority (niceness {self.niceness}"
+                f"{', SCHED_IDLE' if self.idle_scheduling else ''}): on a busy machine it may get no CPU time; "
+                "train longer, or lower niceness / pass idle_scheduling=False"
+            )
         self._warn_once(f"LiveViewCallback wrote no {self.output_path}: {reason}")
 
     def _warn_once(self, message: str) -> None:
@@ -449,7 +456,8 @@ def _view(policy: Any, env: gym.Env, config: dict[str, Any], weights: Any, stop:
         observation, _, terminated, truncated, _ = env.step(action)
         steps += 1
         if output_path is not None and len(frames) < config["max_frames"]:
-            frames.append(env.render()[:: config["downsample"], :: config["downsample"]])
+            frame = cast(np.ndarray, env.render())  # an output file: the env renders rgb_array frames
+            frames.append(frame[:: config["downsample"], :: config["downsample"]])
             report.frames.value += 1
         if terminated or truncated or steps >= config["max_episode_steps"]:
             if output_path is not None and frames:
@@ -482,7 +490,7 @@ def _write_reported(path: str, frames: list[np.ndarray], fps: float, report: _Vi
     on, and may write the next episode). Returns the number of files written, 0 or 1."""
     try:
         _write(path, frames, fps)
-    except Exception as error:  # noqa: BLE001  (any failure to write is the user's to see, never the viewer's end)
+    except Exception as error:  # any failure to write is the user's to see, never the viewer's end
         report.write_failed(error)
         return 0
     report.written.value += 1

@@ -3,8 +3,11 @@ unnormalised."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.running_mean_std import RunningMeanStd
 from stable_baselines3.common.vec_env import VecNormalize
 
 from sb3_ppo_ext.callbacks._vec_normalize import find_vec_normalize
@@ -107,6 +110,6 @@ class PinObservationStatisticsCallback(BaseCallback):
 
     def _pin(self) -> None:
         assert self.vec_normalize is not None
-        statistics = self.vec_normalize.obs_rms
+        statistics = cast(RunningMeanStd, self.vec_normalize.obs_rms)  # a flat Box's (checked when training starts)
         statistics.mean[self.indices] = 0.0
         statistics.var[self.indices] = 1.0

@@ -163,7 +163,7 @@ class LearningCurveCallback(BaseCallback):
         figure = Figure(figsize=(8, 2.2 * len(panels)), dpi=self.dpi)
         FigureCanvasAgg(figure)
         axes = figure.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
-        for axis, (label, series, smoothed) in zip(axes, panels):
+        for axis, (label, series, smoothed) in zip(axes, panels, strict=True):
             steps, values = np.asarray(series.steps), np.asarray(series.values)
             if smoothed:
                 axis.plot(steps, values, ".", alpha=0.3, markersize=3, label="episode")

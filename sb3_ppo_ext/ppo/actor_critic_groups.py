@@ -86,12 +86,13 @@ def to_groups(state_dict: dict[str, Any], policy: ActorCriticPolicy, critic_lr: 
     (group,) = state_dict["param_groups"]
     positions, n_actor = _positions(policy)
     if len(group["params"]) != len(positions):
-        raise ValueError(
-            f"the saved optimizer state has {len(group['params'])} parameters, the policy has {len(positions)}"
-        )
+        raise ValueError(f"the saved optimizer state has {len(group['params'])} parameters, the policy has {len(positions)}")
     keys = group["params"]  # the state key of each parameter, in policy.parameters() order
-    state = {rank: state_dict["state"][keys[position]] for rank, position in enumerate(positions)
-             if keys[position] in state_dict["state"]}
+    state = {
+        rank: state_dict["state"][keys[position]]
+        for rank, position in enumerate(positions)
+        if keys[position] in state_dict["state"]
+    }
     settings = {key: value for key, value in group.items() if key != "params"}
     critic_settings = dict(settings, lr=critic_lr)
     return {

@@ -11,7 +11,7 @@ computes are checked before they are used.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch as th
@@ -60,7 +60,8 @@ def collect_with_numpy_actor(
             self.policy.reset_noise(env.num_envs)
             actor.refresh_noise()
 
-        actions, values_np, log_probs_np = actor.act(self._last_obs)  # type: ignore[arg-type]  # never a dict here
+        last_obs = cast(np.ndarray, self._last_obs)  # an array: the numpy actor serves array observations only
+        actions, values_np, log_probs_np = actor.act(last_obs)
         check_policy_values("value", values_np, self.num_timesteps)  # the observations were checked at their step
         clipped_actions = np.minimum(np.maximum(actions, low), high) if clip_box else actions  # np.clip, faster
         new_obs, rewards, dones, infos = env.step(clipped_actions)
@@ -80,10 +81,17 @@ def collect_with_numpy_actor(
             bootstrap_truncated(actor, rewards, dones, infos, self.gamma, self.num_timesteps)
 
         if sb3_buffer:
-            add_to_rollout_buffer(rollout_buffer, self._last_obs, actions, rewards, self._last_episode_starts,  # type: ignore[arg-type]
-                                  values_np, log_probs_np)
+            add_to_rollout_buffer(
+                rollout_buffer,
+                last_obs,
+                actions,
+                rewards,
+                self._last_episode_starts,  # type: ignore[arg-type]
+                values_np,
+                log_probs_np,
+            )
         else:
-            rollout_buffer.add(self._last_obs, actions, rewards, self._last_episode_starts, values, log_probs)  # type: ignore[arg-type]
+            rollout_buffer.add(last_obs, actions, rewards, self._last_episode_starts, values, log_probs)  # type: ignore[arg-type]
         self._last_obs = new_obs  # type: ignore[assignment]
         self._last_episode_starts = dones
 

@@ -66,6 +66,9 @@ class CompiledOrEager(Generic[F]):
                 return self.compiled(*(self._as_input(arg) for arg in args))
             except Exception as error:  # no C++ compiler, unsupported platform, backend error ...
                 self.failed = True
-                warnings.warn(f"compile_update: torch.compile failed ({type(error).__name__}: {error}); "
-                              "the update runs eagerly from now on", RuntimeWarning)
+                warnings.warn(
+                    f"compile_update: torch.compile failed ({type(error).__name__}: {error}); "
+                    "the update runs eagerly from now on",
+                    RuntimeWarning,
+                )
         return self.function(*args)

@@ -107,6 +107,14 @@ class PPOLoss:
         with th.no_grad():
             approx_kl = ((ratio - 1) - log_ratio).mean()  # k3 written as SB3 writes it: the early stop decides alike
             clip_fraction = (th.abs(ratio - 1) > c.clip_range).float().mean()
-            stats = LossStats(policy_loss.detach(), value_loss.detach(), entropy_loss.detach(), kl_penalty_loss.detach(),
-                              loss.detach(), kl.detach(), approx_kl, clip_fraction)
+            stats = LossStats(
+                policy_loss.detach(),
+                value_loss.detach(),
+                entropy_loss.detach(),
+                kl_penalty_loss.detach(),
+                loss.detach(),
+                kl.detach(),
+                approx_kl,
+                clip_fraction,
+            )
         return loss, stats

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
@@ -31,18 +31,21 @@ try:  # hooks registered for every optimizer (torch >= 2.0); without them we can
 except ImportError:  # pragma: no cover - other torch versions
     _global_optimizer_hooks = None
 
+try:  # the device types that have fused Adam kernels; without it, no group is switched to fused and no direct path
+    from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
+
+    _fused_devices: Callable[[], list[str]] | None = _get_fused_kernels_supported_devices
+except ImportError:  # pragma: no cover - other torch versions
+    _fused_devices = None
+
 
 class NonFiniteGradientError(FloatingPointError):
     """The gradients to clip have a non-finite total norm; no gradient was scaled and no step was taken."""
 
 
 def _fused_kernel_devices() -> set[str]:
-    try:
-        from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
-
-        return set(_get_fused_kernels_supported_devices())
-    except ImportError:  # pragma: no cover - other torch versions
-        return set()
+    """The device types (``"cuda"``, ...) on which torch has fused Adam kernels; none where torch does not say."""
+    return set(_fused_devices()) if _fused_devices is not None else set()
 
 
 @contextmanager

@@ -70,8 +70,9 @@ class OptimizerGroups:
         self.step_rates = []
         with fused_adam(self.optimizer):
             # Built inside the block: ClippedStep takes its direct path for fused Adam only.
-            clipped_step = ClippedStep(self.optimizer, self.parameters, self.max_grad_norm, self.clip_groups,
-                                       error_if_nonfinite=True)
+            clipped_step = ClippedStep(
+                self.optimizer, self.parameters, self.max_grad_norm, self.clip_groups, error_if_nonfinite=True
+            )
             yield partial(self._step, clipped_step, update)
 
     def _step(self, clipped_step: ClippedStep, update: str, loss: th.Tensor) -> None:

@@ -261,13 +261,30 @@ class PPO(OnPolicyAlgorithm):
         (:func:`~sb3_ppo_ext.validation.check_schedule`); sizes against the limits of :mod:`sb3_ppo_ext.validation`."""
         check_schedule("learning_rate", self.learning_rate)
         rollout = "a rollout holds n_steps * n_envs transitions, e.g. 2048 * 1"
-        self.n_steps = check_int("n_steps", self.n_steps, minimum=1, maximum=MAX_ROLLOUT_TRANSITIONS,
-                                 limit="MAX_ROLLOUT_TRANSITIONS", hint=f"the steps per env in a rollout; {rollout}")
-        self.batch_size = check_int("batch_size", self.batch_size, minimum=1, maximum=MAX_ROLLOUT_TRANSITIONS,
-                                    limit="MAX_ROLLOUT_TRANSITIONS", hint=f"the minibatch size, at most a rollout; {rollout}")
-        self.n_epochs = check_int("n_epochs", self.n_epochs, minimum=1, maximum=MAX_N_EPOCHS, limit="MAX_N_EPOCHS",
-                                  hint="the passes over each rollout, 3 to 30 in practice (the length of training is "
-                                       "learn(total_timesteps))")
+        self.n_steps = check_int(
+            "n_steps",
+            self.n_steps,
+            minimum=1,
+            maximum=MAX_ROLLOUT_TRANSITIONS,
+            limit="MAX_ROLLOUT_TRANSITIONS",
+            hint=f"the steps per env in a rollout; {rollout}",
+        )
+        self.batch_size = check_int(
+            "batch_size",
+            self.batch_size,
+            minimum=1,
+            maximum=MAX_ROLLOUT_TRANSITIONS,
+            limit="MAX_ROLLOUT_TRANSITIONS",
+            hint=f"the minibatch size, at most a rollout; {rollout}",
+        )
+        self.n_epochs = check_int(
+            "n_epochs",
+            self.n_epochs,
+            minimum=1,
+            maximum=MAX_N_EPOCHS,
+            limit="MAX_N_EPOCHS",
+            hint="the passes over each rollout, 3 to 30 in practice (the length of training is learn(total_timesteps))",
+        )
         self.sde_sample_freq = check_int("sde_sample_freq", self.sde_sample_freq, minimum=-1)
         self._stats_window_size = check_int("stats_window_size", self._stats_window_size, minimum=1)
         check_number("gamma", self.gamma, low=0.0, high=1.0)
@@ -475,13 +492,15 @@ class PPO(OnPolicyAlgorithm):
         self.policy.set_training_mode(True)
         progress = self._current_progress_remaining
         learning_rate = self._learning_rate()
-        optimizer = OptimizerGroups(self.policy, self.max_grad_norm, self.separate_critic, self._critic_own_lr(),
-                                    self.vf_max_grad_norm)
+        optimizer = OptimizerGroups(
+            self.policy, self.max_grad_norm, self.separate_critic, self._critic_own_lr(), self.vf_max_grad_norm
+        )
         optimizer.set_rates(learning_rate)
         clip_range = self.clip_range(progress)  # type: ignore[operator]
         clip_range_vf = None if self.clip_range_vf is None else self.clip_range_vf(progress)  # type: ignore[operator]
-        coefficients = LossCoefficients(clip_range, clip_range_vf, self.kl_penalty.coef, self.ent_coef, self.vf_coef,
-                                        self.normalize_advantage)
+        coefficients = LossCoefficients(
+            clip_range, clip_range_vf, self.kl_penalty.coef, self.ent_coef, self.vf_coef, self.normalize_advantage
+        )
         loss_function = self._update_loss()
         evaluator = loss_function.function.evaluator
         # With the collecting policy's distribution on every sample (weights still pre-update), for the analytic KL.
@@ -520,8 +539,11 @@ class PPO(OnPolicyAlgorithm):
         policy replaced after set-up (``model.policy = th.compile(model.policy)``) or ``direct_evaluation`` changed
         gets its own."""
         built = self.update_loss
-        if built is None or built.function.evaluator.policy is not self.policy or \
-                built.function.evaluator.direct != self.direct_evaluation:
+        if (
+            built is None
+            or built.function.evaluator.policy is not self.policy
+            or built.function.evaluator.direct != self.direct_evaluation
+        ):
             evaluator = ActionEvaluator(self.policy, direct=self.direct_evaluation)
             built = self.update_loss = CompiledOrEager(PPOLoss(self.objective, evaluator), self.compile_update, self.device)
             self.logger.info(f"KL(old || new) estimator: {self.kl_estimator} ({type(self.policy.action_dist).__name__})")
@@ -556,7 +578,11 @@ class PPO(OnPolicyAlgorithm):
         return update_kl
 
     def _record_update(
-        self, means: LossStats, coefficients: LossCoefficients, learning_rate: float, optimizer: OptimizerGroups,
+        self,
+        means: LossStats,
+        coefficients: LossCoefficients,
+        learning_rate: float,
+        optimizer: OptimizerGroups,
         update_kl: float | None,
     ) -> None:
         """Log the update as SB3 does (every value a mean over the update's minibatches), plus our keys."""

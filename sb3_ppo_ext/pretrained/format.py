@@ -46,7 +46,7 @@ def wrapper_list(env_wrapper: Any) -> list[dict[str, dict[str, Any]]]:
     if env_wrapper is None:
         return []
     items = env_wrapper if isinstance(env_wrapper, list) else [env_wrapper]
-    normalised = []
+    normalised: list[dict[str, dict[str, Any]]] = []
     for item in items:
         if isinstance(item, str):
             normalised.append({item: {}})
@@ -78,8 +78,10 @@ def read_agent(env_id_or_folder: str) -> tuple[str, dict[str, Any]]:
     path = os.path.join(folder, AGENT_FILE)
     if not os.path.isfile(path):
         shipped = ", ".join(list_pretrained()) or "none"
-        raise ValueError(f"no pretrained agent for {env_id_or_folder!r} (an env id with a shipped agent or an agent "
-                         f"folder with {AGENT_FILE}); shipped agents: {shipped}")
+        raise ValueError(
+            f"no pretrained agent for {env_id_or_folder!r} (an env id with a shipped agent or an agent "
+            f"folder with {AGENT_FILE}); shipped agents: {shipped}"
+        )
     with open(path, encoding="utf-8") as stream:
         agent = json.load(stream)
     if not isinstance(agent, dict):
@@ -101,8 +103,9 @@ def check_normalization(statistics: Any, *, where: str) -> None:
     if statistics is None:
         return
     if not isinstance(statistics, dict):
-        raise ValueError(f"{where}: normalization must be an object with mean, var, clip_obs and epsilon, got "
-                         f"{type(statistics).__name__}")
+        raise ValueError(
+            f"{where}: normalization must be an object with mean, var, clip_obs and epsilon, got {type(statistics).__name__}"
+        )
     for name in ("clip_obs", "epsilon"):
         value = statistics.get(name)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
@@ -110,14 +113,16 @@ def check_normalization(statistics: Any, *, where: str) -> None:
     arrays = {}
     for name in ("mean", "var"):
         value = statistics.get(name)
-        if not isinstance(value, list) or not all(isinstance(item, (int, float)) and not isinstance(item, bool)
-                                                  for item in value):
+        if not isinstance(value, list) or not all(
+            isinstance(item, (int, float)) and not isinstance(item, bool) for item in value
+        ):
             raise ValueError(f"{where}: normalization {name} must be a list of numbers")
         arrays[name] = np.asarray(value, dtype=np.float64)
         if not np.isfinite(arrays[name]).all():
             raise ValueError(f"{where}: normalization {name} holds a non-finite value (NaN or inf)")
     if arrays["mean"].shape != arrays["var"].shape:
-        raise ValueError(f"{where}: normalization mean and var differ in length ({arrays['mean'].size} and "
-                         f"{arrays['var'].size})")
+        raise ValueError(
+            f"{where}: normalization mean and var differ in length ({arrays['mean'].size} and {arrays['var'].size})"
+        )
     if (arrays["var"] < 0).any():
         raise ValueError(f"{where}: normalization var must be >= 0, got {float(arrays['var'].min())!r}")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
 import torch as th
 from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.running_mean_std import RunningMeanStd
 from stable_baselines3.common.vec_env import VecEnv, VecFrameStack, VecNormalize
 
 from sb3_ppo_ext.plain_data import policy_kwargs_from_data, same_space, space_from_data
@@ -17,7 +18,11 @@ from sb3_ppo_ext.pretrained.format import AGENT_FILE, CRITIC_PREFIXES, WEIGHTS_F
 
 
 def make_pretrained_env(
-    agent: dict[str, Any], *, n_envs: int = 1, seed: int | None = None, render_mode: str | None = None,
+    agent: dict[str, Any],
+    *,
+    n_envs: int = 1,
+    seed: int | None = None,
+    render_mode: str | None = None,
 ) -> VecEnv:
     """The vectorised env an agent plays: its task, wrappers, frame stack and frozen observation normalisation."""
     wrappers = [(resolve_wrapper(path), kwargs) for item in agent["env_wrapper"] for path, kwargs in item.items()]
@@ -30,20 +35,30 @@ def make_pretrained_env(
     env_kwargs = dict(agent["env_kwargs"])
     if render_mode is not None:
         env_kwargs["render_mode"] = render_mode
-    env = make_vec_env(agent["env_id"], n_envs=n_envs, seed=seed, env_kwargs=env_kwargs,
-                       wrapper_class=wrap if wrappers else None)
+    env = make_vec_env(
+        agent["env_id"], n_envs=n_envs, seed=seed, env_kwargs=env_kwargs, wrapper_class=wrap if wrappers else None
+    )
     if agent.get("frame_stack"):
         env = VecFrameStack(env, int(agent["frame_stack"]))
     statistics = agent.get("normalization")
     if statistics is not None:
-        env = VecNormalize(env, training=False, norm_obs=True, norm_reward=False, clip_obs=statistics["clip_obs"],
-                           epsilon=statistics["epsilon"])
-        env.obs_rms.mean = np.array(statistics["mean"], dtype=np.float64)
-        env.obs_rms.var = np.array(statistics["var"], dtype=np.float64)
-        if env.obs_rms.mean.shape != env.observation_space.shape:
+        env = VecNormalize(
+            env,
+            training=False,
+            norm_obs=True,
+            norm_reward=False,
+            clip_obs=statistics["clip_obs"],
+            epsilon=statistics["epsilon"],
+        )
+        obs_rms = cast(RunningMeanStd, env.obs_rms)  # one for the whole observation: agents ship Box observations
+        obs_rms.mean = np.array(statistics["mean"], dtype=np.float64)
+        obs_rms.var = np.array(statistics["var"], dtype=np.float64)
+        if obs_rms.mean.shape != env.observation_space.shape:
             env.close()
-            raise ValueError(f"the agent's normalisation statistics have shape {env.obs_rms.mean.shape}, the env's "
-                             f"observations {env.observation_space.shape}")
+            raise ValueError(
+                f"the agent's normalisation statistics have shape {obs_rms.mean.shape}, the env's "
+                f"observations {env.observation_space.shape}"
+            )
     return env
 
 
@@ -74,11 +89,20 @@ def load_pretrained(
         space = space_from_data(agent[name], where=agent_file)
         if not same_space(getattr(env, name), space):
             env.close()
-            raise ValueError(f"the {name} of {agent['env_id']} ({getattr(env, name)}) is not the agent's ({space}): the "
-                             f"task changed since the agent was trained")
+            raise ValueError(
+                f"the {name} of {agent['env_id']} ({getattr(env, name)}) is not the agent's ({space}): the "
+                f"task changed since the agent was trained"
+            )
     policy_kwargs = policy_kwargs_from_data(agent["policy_kwargs"], where=agent_file)
-    model = PPO(agent["policy"], env, use_sde=agent["use_sde"], policy_kwargs=policy_kwargs, n_steps=8,
-                batch_size=8 * n_envs, device=device)
+    model = PPO(
+        agent["policy"],
+        env,
+        use_sde=agent["use_sde"],
+        policy_kwargs=policy_kwargs,
+        n_steps=8,
+        batch_size=8 * n_envs,
+        device=device,
+    )
     with np.load(os.path.join(folder, WEIGHTS_FILE), allow_pickle=False) as weights:
         state = {name: th.as_tensor(weights[name]) for name in weights.files}
     missing, unexpected = model.policy.load_state_dict(state, strict=False)

@@ -29,16 +29,16 @@ def play(
     deterministic: bool = True,
     n_episodes: int | None = None,
     on_frame: Callable[[], None] | None = None,
-) -> list[dict[str, float]]:
+) -> list[dict[str, Any]]:
     """Run ``model`` on ``env`` for ``n_steps`` steps (or until ``n_episodes`` episodes have finished) and return the
     episodes that finished.
 
     Each episode: ``return`` (the task's own reward, before any normalisation), ``length``, ``truncated`` (ended by
     the time limit, not by a fall or a crash), ``success`` where the task reports ``info["is_success"]``,
     ``crash_reason`` where it reports a non-empty ``info["crash_reason"]`` (the RocketLander), ``flags_reached``
-    where it reports ``info["flags_reached"]`` (the flag runs) and, for
-    tasks that report ``info["x_position"]`` (the locomotion tasks), ``distance`` (torso x at the end minus at the reset, metres) and ``speed`` (distance over the episode's
-    simulated time, m/s, where the env has a ``dt``).
+    where it reports ``info["flags_reached"]`` (the flag runs) and, for tasks that report ``info["x_position"]`` (the
+    locomotion tasks), ``distance`` (torso x at the end minus at the reset, metres) and ``speed`` (distance over the
+    episode's simulated time, m/s, where the env has a ``dt``).
 
     :param on_frame: called after the reset and after every step (rendering, frame capture).
     """
@@ -64,20 +64,24 @@ def play(
         lengths += 1
         for index in np.flatnonzero(done):
             info = infos[index]
-            episode = {"return": float(returns[index]), "length": int(lengths[index]),
-                       "truncated": bool(info.get("TimeLimit.truncated", False))}
+            episode: dict[str, Any] = {
+                "return": float(returns[index]),
+                "length": int(lengths[index]),
+                "truncated": bool(info.get("TimeLimit.truncated", False)),
+            }
             if "is_success" in info:
                 episode["success"] = bool(info["is_success"])
             if info.get("crash_reason"):
                 episode["crash_reason"] = str(info["crash_reason"])
             if "flags_reached" in info:
                 episode["flags_reached"] = int(info["flags_reached"])
-            if start_x[index] is not None and "x_position" in info:
-                episode["distance"] = float(info["x_position"]) - start_x[index]
+            reset_x = start_x[index]
+            if reset_x is not None and "x_position" in info:
+                episode["distance"] = float(info["x_position"]) - reset_x
                 episode["speed"] = episode["distance"] / (lengths[index] * step_seconds[index])
             episodes.append(episode)
             returns[index], lengths[index] = 0.0, 0
-            start_x[index] = _reset_x(env, index)
+            start_x[index] = _reset_x(env, int(index))
         if n_episodes is not None and len(episodes) >= n_episodes:
             return episodes[:n_episodes]
     return episodes
@@ -102,14 +106,20 @@ def summarise_episodes(episodes: list[dict[str, Any]]) -> dict[str, Any]:
     start), the mean speed, and for the flag runs the mean number of flags reached and how many episodes reached
     at least one (``with_a_flag``)."""
     returns = [episode["return"] for episode in episodes]
-    summary: dict[str, Any] = {"episodes": len(episodes), "mean_return": float(np.mean(returns)),
-                               "std_return": float(np.std(returns)),
-                               "mean_length": float(np.mean([episode["length"] for episode in episodes])),
-                               "ended_early": sum(not episode["truncated"] for episode in episodes)}
+    summary: dict[str, Any] = {
+        "episodes": len(episodes),
+        "mean_return": float(np.mean(returns)),
+        "std_return": float(np.std(returns)),
+        "mean_length": float(np.mean([episode["length"] for episode in episodes])),
+        "ended_early": sum(not episode["truncated"] for episode in episodes),
+    }
     if "success" in episodes[0]:
         summary["successes"] = sum(episode["success"] for episode in episodes)
-        failed = {index: episode.get("crash_reason", "time_limit" if episode["truncated"] else "other")
-                  for index, episode in enumerate(episodes) if not episode["success"]}
+        failed = {
+            index: episode.get("crash_reason", "time_limit" if episode["truncated"] else "other")
+            for index, episode in enumerate(episodes)
+            if not episode["success"]
+        }
         summary["failures"] = dict(Counter(failed.values()).most_common())
         summary["failed_episodes"] = failed
     if "speed" in episodes[0]:

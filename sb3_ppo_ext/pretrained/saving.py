@@ -30,8 +30,10 @@ def _policy_alias(model: Any) -> str:
     for alias, policy_class in getattr(model, "policy_aliases", {}).items():
         if type(model.policy) is policy_class:
             return alias
-    raise ValueError(f"cannot ship a {type(model.policy).__name__}: only the algorithm's named policies "
-                     f"({sorted(getattr(model, 'policy_aliases', {}))}) are rebuilt from plain data")
+    raise ValueError(
+        f"cannot ship a {type(model.policy).__name__}: only the algorithm's named policies "
+        f"({sorted(getattr(model, 'policy_aliases', {}))}) are rebuilt from plain data"
+    )
 
 
 def recorded_env_kwargs(env_id: str, env_kwargs: dict[str, Any] | None) -> dict[str, Any]:
@@ -82,13 +84,20 @@ def save_pretrained(
     if vec_normalize is not None and vec_normalize.norm_obs:
         if isinstance(vec_normalize.obs_rms, dict):
             raise ValueError("cannot ship Dict-observation statistics as plain data yet")
-        normalization = {"mean": vec_normalize.obs_rms.mean.tolist(), "var": vec_normalize.obs_rms.var.tolist(),
-                         "epsilon": float(vec_normalize.epsilon), "clip_obs": float(vec_normalize.clip_obs)}
+        normalization = {
+            "mean": vec_normalize.obs_rms.mean.tolist(),
+            "var": vec_normalize.obs_rms.var.tolist(),
+            "epsilon": float(vec_normalize.epsilon),
+            "clip_obs": float(vec_normalize.clip_obs),
+        }
     wrappers = wrapper_list(env_wrapper)
     for item in wrappers:
         resolve_wrapper(next(iter(item)))
-    weights = {name: tensor.detach().cpu().to(th.float32).numpy() if tensor.is_floating_point() else tensor.cpu().numpy()
-               for name, tensor in model.policy.state_dict().items() if not name.startswith(CRITIC_PREFIXES)}
+    weights = {
+        name: tensor.detach().cpu().to(th.float32).numpy() if tensor.is_floating_point() else tensor.cpu().numpy()
+        for name, tensor in model.policy.state_dict().items()
+        if not name.startswith(CRITIC_PREFIXES)
+    }
     agent = {
         "format_version": FORMAT_VERSION,
         "env_id": env_id,

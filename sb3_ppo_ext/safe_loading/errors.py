@@ -11,7 +11,6 @@ class PickleRefusedError(ValueError):
     """A file holds something that only unpickling could load, and unpickling can run code: refused by default."""
 
 
-
 def refusal(what: str, why: str, trusted_alternative: str) -> PickleRefusedError:
     """The one-line refusal of ``what``: why it cannot be loaded from plain data, and the opt-in that would load it.
 
@@ -23,4 +22,3 @@ def refusal(what: str, why: str, trusted_alternative: str) -> PickleRefusedError
         f"{what} {why}; unpickling can run code, so it is refused: pass {TRUST_PICKLES_OPTION} (Python: "
         f"{trusted_alternative}) only for a file you trust"
     )
-

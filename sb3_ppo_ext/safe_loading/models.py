@@ -40,7 +40,9 @@ from typing import IO, Any
 
 import gymnasium as gym
 import numpy as np
+import torch as th
 from gymnasium import spaces
+from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.preprocessing import is_image_space, is_image_space_channels_first
 from stable_baselines3.common.utils import ConstantSchedule, FloatSchedule, LinearSchedule
 from stable_baselines3.common.vec_env import VecEnv, VecTransposeImage
@@ -94,7 +96,6 @@ class UnreadableEntry(Exception):
     """An entry whose readable fields do not determine its value (the message says why)."""
 
 
-
 # --- the readable parts of SB3's data entry --------------------------------------------------------------------
 
 
@@ -107,7 +108,6 @@ def type_path(entry: Mapping[str, Any]) -> str:
     """The class of a pickled entry as an import path, read from its ``:type:`` text (``<class 'x.y.Z'>`` -> ``x.y.Z``)."""
     match = _CLASS_TEXT.fullmatch(str(entry.get(":type:", "")))
     return match["path"] if match else str(entry.get(":type:"))
-
 
 
 #: Largest ``data`` entry of a model zip (SB3's JSON of the model's settings; 50 kB for a humanoid run, a few MB for an
@@ -140,7 +140,7 @@ def read_zip_data(source: str | IO[bytes]) -> dict[str, Any]:
     return data
 
 
-def parse_printed_array(text: str, shape: Sequence[int], dtype: np.dtype, *, what: str) -> np.ndarray:
+def parse_printed_array(text: object, shape: Sequence[int], dtype: np.dtype, *, what: str) -> np.ndarray:
     """The array whose ``str()`` numpy printed as ``text`` (``'[-4.8 -inf  0.4]'``, nested brackets for more axes).
 
     :raises UnreadableEntry: when the print is abridged (``...``, numpy's summary of arrays over 1000 values), does not
@@ -226,7 +226,11 @@ def matching_spaces(space: spaces.Space) -> list[spaces.Space]:
     """The spaces a saved space may equal for an env with ``space``: itself and, for a channels-last image, the
     channels-first one SB3's ``VecTransposeImage`` gives the model."""
     found = [space]
-    if isinstance(space, spaces.Box) and is_image_space(space, check_channels=False) and not is_image_space_channels_first(space):
+    if (
+        isinstance(space, spaces.Box)
+        and is_image_space(space, check_channels=False)
+        and not is_image_space_channels_first(space)
+    ):
         found.append(VecTransposeImage.transpose_space(space))
     return found
 
@@ -248,7 +252,7 @@ def space_from_fields(entry: Mapping[str, Any], references: Sequence[spaces.Spac
     same_kind = [space for space in references if type(space).__name__ == kind]
     if kind in ("Dict", "Tuple"):
         for space in same_kind:
-            if str(space.spaces) == entry.get("spaces"):
+            if isinstance(space, (spaces.Dict, spaces.Tuple)) and str(space.spaces) == entry.get("spaces"):
                 return space
         raise UnreadableEntry(f"a {kind} space is rebuilt only from an env whose spaces match it (pass env)")
     try:
@@ -256,8 +260,13 @@ def space_from_fields(entry: Mapping[str, Any], references: Sequence[spaces.Spac
     except UnreadableEntry:
         if kind == "Box":
             for space in same_kind:
-                if (list(space.shape) == entry.get("_shape") and str(space.dtype) == entry.get("dtype")
-                        and str(space.low) == entry.get("low") and str(space.high) == entry.get("high")):
+                if (
+                    isinstance(space, spaces.Box)
+                    and list(space.shape) == entry.get("_shape")
+                    and str(space.dtype) == entry.get("dtype")
+                    and str(space.low) == entry.get("low")
+                    and str(space.high) == entry.get("high")
+                ):
                     return space
         raise
     except (ValueError, TypeError) as error:  # gymnasium refuses the values (low > high, n < 1 ...)
@@ -295,7 +304,9 @@ def schedule_from_repr(text: Any) -> Callable[[float], float]:
     """
     match = _SCHEDULE_REPR.fullmatch(str(text))
     if match is None:
-        raise UnreadableEntry(f"the schedule {text!r} is not a printed ConstantSchedule, LinearSchedule or SimpleLinearSchedule")
+        raise UnreadableEntry(
+            f"the schedule {text!r} is not a printed ConstantSchedule, LinearSchedule or SimpleLinearSchedule"
+        )
     arguments = {}
     for item in match["arguments"].split(", "):
         name, separator, value = item.partition("=")
@@ -334,8 +345,12 @@ def class_reference(entry: Mapping[str, Any]) -> str:
         raise UnreadableEntry(f"its pickle is not readable ({error})") from None
     significant = [(name, argument) for name, argument in opcodes if name not in _FRAMING_OPCODES]
     names = [name for name, _ in significant]
-    if (len(significant) == 4 and names[2:] == ["STACK_GLOBAL", "STOP"]
-            and names[0] in _STRING_OPCODES and names[1] in _STRING_OPCODES):
+    if (
+        len(significant) == 4
+        and names[2:] == ["STACK_GLOBAL", "STOP"]
+        and names[0] in _STRING_OPCODES
+        and names[1] in _STRING_OPCODES
+    ):
         return f"{significant[0][1]}.{significant[1][1]}"
     if names == ["GLOBAL", "STOP"]:
         module, _, name = str(significant[0][1]).partition(" ")
@@ -350,9 +365,14 @@ def _public_classes(module_name: str, base_path: str) -> list[type]:
         base = getattr(importlib.import_module(base_module), base_name)
     except ImportError:  # an optional package (sb3-contrib, rl-zoo3) that is not installed
         return []
-    return [value for name, value in vars(module).items()
-            if not name.startswith("_") and inspect.isclass(value) and issubclass(value, base)
-            and value.__module__.startswith(module_name)]
+    return [
+        value
+        for name, value in vars(module).items()
+        if not name.startswith("_")
+        and inspect.isclass(value)
+        and issubclass(value, base)
+        and value.__module__.startswith(module_name)
+    ]
 
 
 #: Modules whose classes a pickled entry may name: (module, base class) for each role.
@@ -484,10 +504,16 @@ def rebuilt_entries(
             elif not training and key in ACTING_PLACEHOLDERS:
                 objects[key] = ACTING_PLACEHOLDERS[key]
             else:
-                hint = (" (to continue training, give it as a keyword argument, e.g. from the run's config)"
-                        if key in ACTING_PLACEHOLDERS else "")
-                raise refusal(f"{source}: its entry {key!r} ({type_path(entry)})", f"cannot be rebuilt without "
-                              f"unpickling it: {reason}{hint}", f"{algorithm.__name__}.load") from None
+                hint = (
+                    " (to continue training, give it as a keyword argument, e.g. from the run's config)"
+                    if key in ACTING_PLACEHOLDERS
+                    else ""
+                )
+                raise refusal(
+                    f"{source}: its entry {key!r} ({type_path(entry)})",
+                    f"cannot be rebuilt without unpickling it: {reason}{hint}",
+                    f"{algorithm.__name__}.load",
+                ) from None
     return objects
 
 
@@ -511,8 +537,8 @@ def load_without_pickles(
     path: str | os.PathLike | IO[bytes],
     env: gym.Env | VecEnv | None = None,
     *,
-    algorithm: type | None = None,
-    device: str = "auto",
+    algorithm: type[BaseAlgorithm] | None = None,
+    device: th.device | str = "auto",
     training: bool = True,
     custom_objects: dict[str, Any] | None = None,
     reference_env: gym.Env | VecEnv | None = None,
@@ -547,12 +573,18 @@ def load_without_pickles(
     given = dict(custom_objects or {})
     spaces_of = env if env is not None else reference_env
     objects = rebuilt_entries(
-        read_zip_data(source), algorithm, training=training, given=given, overridden=kwargs,
-        observation_spaces=_env_spaces(spaces_of, "observation_space"), action_spaces=_env_spaces(spaces_of, "action_space"),
+        read_zip_data(source),
+        algorithm,
+        training=training,
+        given=given,
+        overridden=kwargs,
+        observation_spaces=_env_spaces(spaces_of, "observation_space"),
+        action_spaces=_env_spaces(spaces_of, "action_space"),
         source=source if isinstance(source, str) else "the model file",
     )
     try:
-        return algorithm.load(source, env=env, device=device, custom_objects={**objects, **given}, **kwargs)
+        # SB3 annotates the path as str | Path | BufferedIOBase; it reads any binary file (IO[bytes]).
+        return algorithm.load(source, env=env, device=device, custom_objects={**objects, **given}, **kwargs)  # type: ignore[arg-type]
     except pickle.UnpicklingError:
         # torch.load(weights_only=True) met a Python object in a weights file (policy.pth, the optimizer's state):
         # what runs code when unpickled. torch's own message recommends weights_only=False; ours names the file.
@@ -562,4 +594,3 @@ def load_without_pickles(
             f"unpickling could build, and unpickling can run code: refused; load it with {TRUST_PICKLES_OPTION} "
             f"(or PPO.load) only if you trust the file"
         ) from None
-

@@ -72,11 +72,16 @@ class VecNormalizeStatistics:
         obs_rms = copy.deepcopy(getattr(vec_normalize, "obs_rms", None)) if vec_normalize.norm_obs else None
         keys = vec_normalize.norm_obs_keys
         return cls(
-            training=bool(vec_normalize.training), norm_obs=bool(vec_normalize.norm_obs),
-            norm_reward=bool(vec_normalize.norm_reward), clip_obs=float(vec_normalize.clip_obs),
-            clip_reward=float(vec_normalize.clip_reward), gamma=float(vec_normalize.gamma),
-            epsilon=float(vec_normalize.epsilon), norm_obs_keys=None if keys is None else [str(key) for key in keys],
-            obs_rms=obs_rms, ret_rms=copy.deepcopy(vec_normalize.ret_rms),
+            training=bool(vec_normalize.training),
+            norm_obs=bool(vec_normalize.norm_obs),
+            norm_reward=bool(vec_normalize.norm_reward),
+            clip_obs=float(vec_normalize.clip_obs),
+            clip_reward=float(vec_normalize.clip_reward),
+            gamma=float(vec_normalize.gamma),
+            epsilon=float(vec_normalize.epsilon),
+            norm_obs_keys=None if keys is None else [str(key) for key in keys],
+            obs_rms=obs_rms,
+            ret_rms=copy.deepcopy(vec_normalize.ret_rms),
         )
 
     def wrap(self, venv: VecEnv) -> VecNormalize:
@@ -87,21 +92,31 @@ class VecNormalizeStatistics:
         vec_normalize = VecNormalize(venv, **{name: getattr(self, name) for name in _STATISTICS_SETTINGS})
         if self.norm_obs:
             expected = vec_normalize.obs_rms
-            pairs = ([(key, expected[key], self.obs_rms[key]) for key in expected] if isinstance(expected, dict)
-                     else [(None, expected, self.obs_rms)])
+            # With norm_obs, the saved statistics are set: a RunningMeanStd, or one per key where the env's are a dict.
+            saved_rms: Any = self.obs_rms
+            pairs = (
+                [(key, expected[key], saved_rms[key]) for key in expected]
+                if isinstance(expected, dict)
+                else [(None, expected, saved_rms)]
+            )
             for key, fresh, saved in pairs:
                 if fresh.mean.shape != saved.mean.shape:
                     where = "observations" if key is None else f"observations[{key!r}]"
-                    raise ValueError(f"the saved VecNormalize statistics have shape {saved.mean.shape}, the env's "
-                                     f"{where} {fresh.mean.shape}")
-            vec_normalize.obs_rms = copy.deepcopy(self.obs_rms)
+                    raise ValueError(
+                        f"the saved VecNormalize statistics have shape {saved.mean.shape}, the env's "
+                        f"{where} {fresh.mean.shape}"
+                    )
+            vec_normalize.obs_rms = copy.deepcopy(saved_rms)
         vec_normalize.ret_rms = copy.deepcopy(self.ret_rms)
         return vec_normalize
 
 
 def _rms_arrays(prefix: str, rms: RunningMeanStd) -> dict[str, np.ndarray]:
-    return {f"{prefix}.mean": np.asarray(rms.mean, dtype=np.float64), f"{prefix}.var": np.asarray(rms.var, dtype=np.float64),
-            f"{prefix}.count": np.asarray(rms.count, dtype=np.float64)}
+    return {
+        f"{prefix}.mean": np.asarray(rms.mean, dtype=np.float64),
+        f"{prefix}.var": np.asarray(rms.var, dtype=np.float64),
+        f"{prefix}.count": np.asarray(rms.count, dtype=np.float64),
+    }
 
 
 def save_vecnormalize_statistics(vec_normalize: VecNormalize | VecNormalizeStatistics, path: str) -> str:
@@ -114,7 +129,9 @@ def save_vecnormalize_statistics(vec_normalize: VecNormalize | VecNormalizeStati
     :param path: the file, conventionally beside the pickle (:func:`statistics_path`).
     :returns: ``path``.
     """
-    statistics = vec_normalize if isinstance(vec_normalize, VecNormalizeStatistics) else VecNormalizeStatistics.of(vec_normalize)
+    statistics = (
+        vec_normalize if isinstance(vec_normalize, VecNormalizeStatistics) else VecNormalizeStatistics.of(vec_normalize)
+    )
     settings: dict[str, Any] = {"format_version": STATISTICS_FORMAT_VERSION, "obs_keys": None}
     settings.update({name: getattr(statistics, name) for name in _STATISTICS_SETTINGS})
     arrays = _rms_arrays("ret", statistics.ret_rms)
@@ -125,7 +142,8 @@ def save_vecnormalize_statistics(vec_normalize: VecNormalize | VecNormalizeStati
     elif statistics.obs_rms is not None:
         arrays.update(_rms_arrays("obs", statistics.obs_rms))
     with atomic_write(path) as stream:
-        np.savez(stream, settings=np.array(json.dumps(settings)), **arrays)
+        # numpy's stub matches **arrays against savez's allow_pickle: bool; no key of arrays is allow_pickle.
+        np.savez(stream, settings=np.array(json.dumps(settings)), **arrays)  # type: ignore[arg-type]
     return path
 
 
@@ -161,15 +179,20 @@ def _expected_observation_shape(observation_space: spaces.Space | None, key: str
     ``None`` when there is no space to compare with."""
     if observation_space is None:
         return None
-    if key is None:
-        return None if isinstance(observation_space, spaces.Dict) else tuple(observation_space.shape)
-    if isinstance(observation_space, spaces.Dict) and key in observation_space.spaces:
-        return tuple(observation_space.spaces[key].shape)
-    return None
+    if isinstance(observation_space, spaces.Dict):
+        space = observation_space.spaces.get(key) if key is not None else None
+    else:
+        space = observation_space if key is None else None
+    return None if space is None or space.shape is None else tuple(space.shape)
 
 
-def check_statistics_arrays(headers: Mapping[str, tuple[tuple[int, ...], np.dtype]], settings: Mapping[str, Any], *,
-                            where: str, observation_space: spaces.Space | None = None) -> None:
+def check_statistics_arrays(
+    headers: Mapping[str, tuple[tuple[int, ...], np.dtype]],
+    settings: Mapping[str, Any],
+    *,
+    where: str,
+    observation_space: spaces.Space | None = None,
+) -> None:
     """Check, on their headers (:func:`npz_headers`), the arrays a statistics file must hold for its ``settings``:
     float64 ``<prefix>.mean`` and ``.var`` of one shape and a scalar ``.count`` for ``ret``, ``obs`` (when
     observations are normalised) or ``obs.<i>`` (per key of ``Dict`` observations); and, given the env's
@@ -189,13 +212,16 @@ def check_statistics_arrays(headers: Mapping[str, tuple[tuple[int, ...], np.dtyp
             raise ValueError(f"{where} lacks the array {missing[0]!r}")
         (mean_shape, mean_dtype), (var_shape, var_dtype), (count_shape, count_dtype) = (headers[name] for name in names)
         if mean_dtype != np.float64 or var_dtype != np.float64 or mean_shape != var_shape or count_shape != ():
-            raise ValueError(f"{where}: {prefix} must hold float64 mean and var of one shape and a scalar count, got "
-                             f"{mean_dtype}{mean_shape}, {var_dtype}{var_shape}, count {count_dtype}{count_shape}")
+            raise ValueError(
+                f"{where}: {prefix} must hold float64 mean and var of one shape and a scalar count, got "
+                f"{mean_dtype}{mean_shape}, {var_dtype}{var_shape}, count {count_dtype}{count_shape}"
+            )
         expected = _expected_observation_shape(observation_space, key) if prefix != "ret" else ()
         if expected is not None and mean_shape != expected:
             observations = "observations" if key is None else f"observations[{key!r}]"
-            raise ValueError(f"the saved VecNormalize statistics have shape {mean_shape}, the env's {observations} "
-                             f"{expected} ({where})")
+            raise ValueError(
+                f"the saved VecNormalize statistics have shape {mean_shape}, the env's {observations} {expected} ({where})"
+            )
 
 
 def _read_rms(arrays: Any, prefix: str) -> RunningMeanStd:
@@ -231,8 +257,12 @@ def read_vecnormalize_statistics(path: str, observation_space: spaces.Space | No
     twin = statistics_path(path)
     if not os.path.isfile(twin):
         if os.path.isfile(path):
-            raise refusal(f"{path}:", f"the VecNormalize statistics are saved only as a pickle (no plain-data twin "
-                          f"{os.path.basename(twin)} beside it; runs of sb3-ppo-ext write one)", "VecNormalize.load")
+            raise refusal(
+                f"{path}:",
+                f"the VecNormalize statistics are saved only as a pickle (no plain-data twin "
+                f"{os.path.basename(twin)} beside it; runs of sb3-ppo-ext write one)",
+                "VecNormalize.load",
+            )
         raise ValueError(f"no VecNormalize statistics file {twin!r}")
     try:
         with np.load(twin, allow_pickle=False) as arrays:
@@ -241,12 +271,16 @@ def read_vecnormalize_statistics(path: str, observation_space: spaces.Space | No
             for name, (shape, dtype) in headers.items():
                 values = math.prod(shape) * max(1, dtype.itemsize // 8)  # a string of n characters: n / 2 numbers' room
                 if values > MAX_STATISTICS_VALUES:
-                    raise ValueError(f"{twin}: its array {name!r} has shape {shape} of {dtype}, more than "
-                                     f"{MAX_STATISTICS_VALUES} numbers (MAX_STATISTICS_VALUES); refused before reading it")
+                    raise ValueError(
+                        f"{twin}: its array {name!r} has shape {shape} of {dtype}, more than "
+                        f"{MAX_STATISTICS_VALUES} numbers (MAX_STATISTICS_VALUES); refused before reading it"
+                    )
             shape, dtype = headers.get("settings", ((), np.dtype(np.float64)))
             if shape != () or dtype.kind != "U" or dtype.itemsize // 4 > MAX_SETTINGS_CHARACTERS:
-                raise ValueError(f"{twin}: its settings must be one text of at most {MAX_SETTINGS_CHARACTERS} "
-                                 f"characters, got {dtype}{shape}")
+                raise ValueError(
+                    f"{twin}: its settings must be one text of at most {MAX_SETTINGS_CHARACTERS} "
+                    f"characters, got {dtype}{shape}"
+                )
             settings = json.loads(str(arrays["settings"][()]))
             if not isinstance(settings, dict) or settings.get("format_version") != STATISTICS_FORMAT_VERSION:
                 version = settings.get("format_version") if isinstance(settings, dict) else None

@@ -14,8 +14,9 @@ MAX_COMPRESSION_RATIO = 100
 MIN_RATIO_CHECKED_BYTES = 1 << 20
 
 
-def check_zip_sizes(archive: zipfile.ZipFile, where: str, *, limits: Mapping[str, int] | None = None,
-                    nested: Collection[str] = (".pth",)) -> None:
+def check_zip_sizes(
+    archive: zipfile.ZipFile, where: str, *, limits: Mapping[str, int] | None = None, nested: Collection[str] = (".pth",)
+) -> None:
     """Refuse a zip whose entries would inflate to more than a file of its kind holds, before any entry is read.
 
     Each entry must declare at most its limit in ``limits`` (by name) and, above :data:`MIN_RATIO_CHECKED_BYTES`, a
@@ -33,12 +34,13 @@ def check_zip_sizes(archive: zipfile.ZipFile, where: str, *, limits: Mapping[str
             raise ValueError(f"{what}, the limit is {limit}; it is not a file Stable-Baselines3 or this package wrote")
         ratio = info.file_size / max(info.compress_size, 1)
         if info.file_size > MIN_RATIO_CHECKED_BYTES and ratio > MAX_COMPRESSION_RATIO:
-            raise ValueError(f"{what} from {info.compress_size} ({ratio:.0f} times; the limit is "
-                             f"{MAX_COMPRESSION_RATIO}, MAX_COMPRESSION_RATIO): a zip bomb, refused before inflating it")
+            raise ValueError(
+                f"{what} from {info.compress_size} ({ratio:.0f} times; the limit is "
+                f"{MAX_COMPRESSION_RATIO}, MAX_COMPRESSION_RATIO): a zip bomb, refused before inflating it"
+            )
         if info.filename.endswith(tuple(nested)):
             with archive.open(info) as member:
                 if zipfile.is_zipfile(member):
                     member.seek(0)
                     with zipfile.ZipFile(member) as inner:
                         check_zip_sizes(inner, f"{where}:{info.filename}", nested=())
-

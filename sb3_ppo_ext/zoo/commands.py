@@ -18,7 +18,7 @@ import runpy
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import rl_zoo3.utils
 from huggingface_sb3 import EnvironmentName
@@ -55,6 +55,7 @@ from sb3_ppo_ext.zoo.runs import (
 
 DEFAULT_LOG_FOLDER = "logs"
 
+
 def n_timesteps(value: str) -> int:
     """``-n`` of ``train`` / ``optimize``: at least 1 (rl-zoo3 ignores a value <= 0 and trains the config's budget)."""
     number = int(value)
@@ -84,11 +85,15 @@ TRAIN_OPTION_CHANGES: dict[str, dict[str, Any]] = {
 #: rl-zoo3's enjoy / record_video options as ``enjoy`` / ``record-video`` show them.
 PLAY_OPTION_CHANGES: dict[str, dict[str, Any]] = {
     # None: chosen from the parsed options by choose_played_run
-    "--algo": {"default": None,
-               "help": "RL algorithm of the run (default: the algorithm of the newest run of --env under --folder)"},
+    "--algo": {
+        "default": None,
+        "help": "RL algorithm of the run (default: the algorithm of the newest run of --env under --folder)",
+    },
     "--folder": {"default": DEFAULT_LOG_FOLDER, "help": f"log folder (default: {DEFAULT_LOG_FOLDER})"},
-    "--exp-id": {"help": "run number (default 0: the newest run that holds the model to play; -1: a model straight "
-                         "under the algorithm's folder)"},
+    "--exp-id": {
+        "help": "run number (default 0: the newest run that holds the model to play; -1: a model straight "
+        "under the algorithm's folder)"
+    },
 }
 NO_PROGRESS: Option = (
     ("--no-progress",),
@@ -98,23 +103,38 @@ NO_PROGRESS: Option = (
 #: ``--resume`` of ``train``.
 RESUME: Option = (
     ("--resume",),
-    {"default": None, "metavar": "RUN_FOLDER",
-     "help": "continue a run (e.g. logs/ppo_ext/<env>_1) in its folder, with its own settings, from its newest "
-             "checkpoint (--save-freq) or final model: step count, schedules, VecNormalize statistics, adaptive-KL "
-             "state and evaluation history carry on; -n sets a new total; only options of how to run (-n, "
-             "--num-threads, --progress, --vec-env, --device, ...) may be given with it"},
+    {
+        "default": None,
+        "metavar": "RUN_FOLDER",
+        "help": "continue a run (e.g. logs/ppo_ext/<env>_1) in its folder, with its own settings, from its newest "
+        "checkpoint (--save-freq) or final model: step count, schedules, VecNormalize statistics, adaptive-KL "
+        "state and evaluation history carry on; -n sets a new total; only options of how to run (-n, "
+        "--num-threads, --progress, --vec-env, --device, ...) may be given with it",
+    },
 )
 
 #: ``train`` / ``optimize`` options of ``--vec-env ray`` (and any VecEnv's keyword arguments).
 VEC_ENV_OPTIONS: tuple[Option, ...] = (
-    (("--ray-address",),
-     {"default": None, "help": "with --vec-env ray: the Ray cluster, 'auto' (started here with `ray start`), "
-      "'ray://host:10001' (Ray Client) or host:port of its head (default: the cluster of RAY_ADDRESS, else a new "
-      "local one)"}),
-    (("--vec-env-kwargs",),
-     {"type": str, "nargs": "+", "action": SafeStoreDict, "default": None,
-      "help": "keyword arguments of the VecEnv class, e.g. envs_per_actor:8 on_actor_loss:\"'restart'\" "
-      "actor_options:dict(num_cpus=1) for --vec-env ray"}),
+    (
+        ("--ray-address",),
+        {
+            "default": None,
+            "help": "with --vec-env ray: the Ray cluster, 'auto' (started here with `ray start`), "
+            "'ray://host:10001' (Ray Client) or host:port of its head (default: the cluster of RAY_ADDRESS, else a new "
+            "local one)",
+        },
+    ),
+    (
+        ("--vec-env-kwargs",),
+        {
+            "type": str,
+            "nargs": "+",
+            "action": SafeStoreDict,
+            "default": None,
+            "help": "keyword arguments of the VecEnv class, e.g. envs_per_actor:8 on_actor_loss:\"'restart'\" "
+            "actor_options:dict(num_cpus=1) for --vec-env ray",
+        },
+    ),
 )
 
 
@@ -282,8 +302,10 @@ def newest_algorithm(log_folder: str, env_id: str, exp_id: int = 0) -> str:
         raise ValueError(missing_run_message(runs, log_folder, env_name, exp_id))
     algorithms = sorted({run.algo for run in runs if run.env_name == env_name})
     if len(algorithms) > 1:
-        print(f"Runs of {env_name} under {log_folder}/ by {', '.join(algorithms)}: using the newest, {newest.algo}'s "
-              "(--algo chooses)")
+        print(
+            f"Runs of {env_name} under {log_folder}/ by {', '.join(algorithms)}: using the newest, {newest.algo}'s "
+            "(--algo chooses)"
+        )
     return newest.algo
 
 
@@ -309,23 +331,39 @@ def newest_played_run(log_folder: str, env_id: str, model: str, algo: str | None
     played = [run for run in runs if holds_model(run_path(log_folder, run), model)]
     names = sorted(f"{run.algo}/{run.env_name}_{run.number}" for run in runs)
     if not played:
-        raise ValueError(f"no run of {env_name} under {log_folder}/ holds {model} (runs: {', '.join(names)}): an "
-                         "optimize run, or a train that stopped before it saved, leaves none; --load-best / "
-                         "--load-last-checkpoint play other models")
+        raise ValueError(
+            f"no run of {env_name} under {log_folder}/ holds {model} (runs: {', '.join(names)}): an "
+            "optimize run, or a train that stopped before it saved, leaves none; --load-best / "
+            "--load-last-checkpoint play other models"
+        )
     newest = newest_run(played, env_name)
-    passed = sorted(f"{run.algo}/{run.env_name}_{run.number}" for run in runs if run not in played and (
-        run.modified > newest.modified or (run.algo == newest.algo and run.number > newest.number)))
+    assert newest is not None  # played is a non-empty list of runs of env_name
+    passed = sorted(
+        f"{run.algo}/{run.env_name}_{run.number}"
+        for run in runs
+        if run not in played and (run.modified > newest.modified or (run.algo == newest.algo and run.number > newest.number))
+    )
     algorithms = sorted({run.algo for run in played})
     if len(algorithms) > 1:
-        print(f"Runs of {env_name} under {log_folder}/ by {', '.join(algorithms)}: using the newest, {newest.algo}'s "
-              "(--algo chooses)")
+        print(
+            f"Runs of {env_name} under {log_folder}/ by {', '.join(algorithms)}: using the newest, {newest.algo}'s "
+            "(--algo chooses)"
+        )
     skipped = f"; passed over {', '.join(passed)}: no {model} in them" if passed else ""
     print(f"Loading latest experiment with a model, id={newest.number} ({run_path(log_folder, newest)}{skipped})")
     return newest
 
 
-def played_run(log_folder: str, env_id: str, algo: str | None, exp_id: int, *, load_best: bool = False,
-               load_checkpoint: int | str | None = None, load_last_checkpoint: bool = False) -> tuple[str | None, int]:
+def played_run(
+    log_folder: str,
+    env_id: str,
+    algo: str | None,
+    exp_id: int,
+    *,
+    load_best: bool = False,
+    load_checkpoint: int | str | None = None,
+    load_last_checkpoint: bool = False,
+) -> tuple[str, int]:
     """The algorithm and run number that ``enjoy`` / ``record-video`` / ``export`` play, given their options.
 
     Run 0 (the default) is the newest run of ``env_id`` under ``log_folder`` that holds the model the ``load_*``
@@ -338,21 +376,33 @@ def played_run(log_folder: str, env_id: str, algo: str | None, exp_id: int, *, l
     if exp_id > 0:
         return algo or newest_algorithm(log_folder, env_id, exp_id), exp_id
 
-    model = model_file_pattern(str(EnvironmentName(env_id)), load_best=load_best, load_checkpoint=load_checkpoint,
-                               load_last_checkpoint=load_last_checkpoint)
+    model = model_file_pattern(
+        str(EnvironmentName(env_id)),
+        load_best=load_best,
+        load_checkpoint=load_checkpoint,
+        load_last_checkpoint=load_last_checkpoint,
+    )
     played = newest_played_run(log_folder, env_id, model, algo)
-    return (algo, 0) if played is None else (played.algo, played.number)
+    if played is None:  # only when algo is given: without it, newest_played_run raises instead
+        return cast(str, algo), 0
+    return played.algo, played.number
 
 
 def choose_played_run(parsed: argparse.Namespace) -> None:
     """Complete the options rl-zoo3's enjoy / record_video parsed: ``--algo`` and ``--exp-id`` of the played run
     (:func:`played_run`). Chosen from the parsed options, so from exactly the folder rl-zoo3 then reads."""
     parsed.algo, parsed.exp_id = played_run(
-        parsed.folder, parsed.env.gym_id, parsed.algo, parsed.exp_id, load_best=parsed.load_best,
-        load_checkpoint=parsed.load_checkpoint, load_last_checkpoint=parsed.load_last_checkpoint)
+        parsed.folder,
+        parsed.env.gym_id,
+        parsed.algo,
+        parsed.exp_id,
+        load_best=parsed.load_best,
+        load_checkpoint=parsed.load_checkpoint,
+        load_last_checkpoint=parsed.load_last_checkpoint,
+    )
 
 
-def _play_options(loading: PlayedRunLoading) -> Callable[[argparse.Namespace], None]:
+def _play_options(loading: PlayedRunLoading) -> Callable[[argparse.Namespace, argparse.ArgumentParser], None]:
     """Complete the options rl-zoo3's enjoy / record_video parsed: the played run (:func:`choose_played_run`) and
     whether ``loading`` trusts pickles."""
 
@@ -373,10 +423,16 @@ def _zoo_play_argv(argv: Sequence[str], *, headless_no_render: bool) -> list[str
     return argv
 
 
-def _pretrained_parser(command: str, description: str) -> argparse.ArgumentParser:
-    parser = add_debug_option(argparse.ArgumentParser(prog=f"sb3-ppo-ext {command}", description=description, allow_abbrev=False))
-    parser.add_argument("--pretrained", action="store_true", required=True,
-                        help="play the agent shipped with the package (no training run, no pickle loaded)")
+def _pretrained_parser(command: str, description: str | None) -> argparse.ArgumentParser:
+    parser = add_debug_option(
+        argparse.ArgumentParser(prog=f"sb3-ppo-ext {command}", description=description, allow_abbrev=False)
+    )
+    parser.add_argument(
+        "--pretrained",
+        action="store_true",
+        required=True,
+        help="play the agent shipped with the package (no training run, no pickle loaded)",
+    )
     parser.add_argument("--env", required=True, help="env id with a shipped agent, or an agent folder")
     parser.add_argument("--seed", type=int, default=0, help="seed of the env")
     return parser
@@ -429,18 +485,23 @@ def episodes_summary(episodes: list[dict[str, Any]]) -> list[str]:
     summary = summarise_episodes(episodes)
     count = summary["episodes"]
     returns = [episode["return"] for episode in episodes]
-    lines = [f"{count} episode{'s' if count > 1 else ''}: mean return {summary['mean_return']:.2f} (std "
-             f"{summary['std_return']:.2f}, min {min(returns):.2f}, max {max(returns):.2f}), mean length "
-             f"{summary['mean_length']:.0f}"]
+    lines = [
+        f"{count} episode{'s' if count > 1 else ''}: mean return {summary['mean_return']:.2f} (std "
+        f"{summary['std_return']:.2f}, min {min(returns):.2f}, max {max(returns):.2f}), mean length "
+        f"{summary['mean_length']:.0f}"
+    ]
     if "successes" in summary:
         failures = ", ".join(f"{reason} {number}" for reason, number in summary["failures"].items())
-        lines.append(f"success rate: {summary['successes']}/{count} ({100 * summary['successes'] / count:.0f}%)"
-                     + (f"; the others ended by: {failures}" if failures else ""))
+        lines.append(
+            f"success rate: {summary['successes']}/{count} ({100 * summary['successes'] / count:.0f}%)"
+            + (f"; the others ended by: {failures}" if failures else "")
+        )
     if "mean_speed_m_s" in summary:
         lines.append(f"mean speed {summary['mean_speed_m_s']:.2f} m/s")
     if "mean_flags" in summary:
-        lines.append(f"flags reached: mean {summary['mean_flags']:.2f}, at least one in {summary['with_a_flag']}/{count} "
-                     "episodes")
+        lines.append(
+            f"flags reached: mean {summary['mean_flags']:.2f}, at least one in {summary['with_a_flag']}/{count} episodes"
+        )
     return lines
 
 
@@ -463,8 +524,13 @@ def enjoy_pretrained(argv: Sequence[str]) -> None:
 
     parser = _pretrained_parser("enjoy", enjoy_pretrained.__doc__)
     parser.add_argument("--n-episodes", type=_positive, default=5, help="episodes to play (default: 5)")
-    parser.add_argument("-n", "--n-timesteps", type=_positive, default=None,
-                        help="steps to play at most (default: what --n-episodes episodes of the task's time limit take)")
+    parser.add_argument(
+        "-n",
+        "--n-timesteps",
+        type=_positive,
+        default=None,
+        help="steps to play at most (default: what --n-episodes episodes of the task's time limit take)",
+    )
     parser.add_argument("--stochastic", action="store_true", help="sample actions instead of the mean action")
     parser.add_argument("--no-render", action="store_true", help="no window (the default on a headless machine)")
     args = parser.parse_args(list(argv))
@@ -482,15 +548,20 @@ def record_video_pretrained(argv: Sequence[str]) -> None:
 
     parser = _pretrained_parser("record-video", record_video_pretrained.__doc__)
     parser.add_argument("-n", "--n-timesteps", type=_positive, default=1000, help="steps to record")
-    parser.add_argument("-o", "--output-folder", default="videos",
-                        help="folder of the video (<env>-pretrained.mp4; numbered instead of replacing an earlier one)")
+    parser.add_argument(
+        "-o",
+        "--output-folder",
+        default="videos",
+        help="folder of the video (<env>-pretrained.mp4; numbered instead of replacing an earlier one)",
+    )
     parser.add_argument("--stochastic", action="store_true", help="sample actions instead of the mean action")
     args = parser.parse_args(list(argv))
     model, env = load_pretrained(args.env, seed=args.seed, render_mode="rgb_array")
     try:
         frames: list = []
-        episodes = play(model, env, args.n_timesteps, deterministic=not args.stochastic,
-                        on_frame=lambda: frames.append(env.render()))
+        episodes = play(
+            model, env, args.n_timesteps, deterministic=not args.stochastic, on_frame=lambda: frames.append(env.render())
+        )
         fps = env_fps(env.envs[0]) if hasattr(env, "envs") else 30.0
     finally:
         env.close()
@@ -505,8 +576,9 @@ def export_pretrained(argv: Sequence[str]) -> None:
     """``export --pretrained``: the ONNX policy of a shipped agent (raw observation -> action)."""
 
     parser = _pretrained_parser("export", export_pretrained.__doc__)
-    parser.add_argument("-o", "--output", help="ONNX file (default: <env>-pretrained.onnx here, numbered instead of "
-                        "replacing an earlier one)")
+    parser.add_argument(
+        "-o", "--output", help="ONNX file (default: <env>-pretrained.onnx here, numbered instead of replacing an earlier one)"
+    )
     parser.add_argument("--opset", type=int, default=17, help="ONNX opset version")
     args = parser.parse_args(list(argv))
     model, env = load_pretrained(args.env, seed=args.seed)
@@ -534,9 +606,13 @@ def enjoy(argv: Sequence[str]) -> None:
     with (
         _script_argv(program, zoo_argv),
         zoo_parser(program, PLAY_OPTION_CHANGES, [DEBUG, TRUST_PICKLES], complete=_play_options(loading)),
-        patched_zoo_module(rl_zoo3.enjoy, StoreDict=SafeStoreDict, get_saved_hyperparams=checked_get_saved_hyperparams,
-                           ALGOS=loading.algorithms(rl_zoo3.enjoy.ALGOS),
-                           create_test_env=loading.recording(rl_zoo3.enjoy.create_test_env)),
+        patched_zoo_module(
+            rl_zoo3.enjoy,
+            StoreDict=SafeStoreDict,
+            get_saved_hyperparams=checked_get_saved_hyperparams,
+            ALGOS=loading.algorithms(rl_zoo3.enjoy.ALGOS),
+            create_test_env=loading.recording(rl_zoo3.enjoy.create_test_env),
+        ),
         patched_zoo_module(rl_zoo3.utils, VecNormalize=loading.statistics_loader()),
     ):
         rl_zoo3.enjoy.enjoy()
@@ -558,17 +634,20 @@ def record_video(argv: Sequence[str]) -> None:
     with (
         _script_argv(program, zoo_argv),
         zoo_parser(program, PLAY_OPTION_CHANGES, [DEBUG, TRUST_PICKLES], complete=_play_options(loading)),
-        patched_zoo_module(rl_zoo3.utils, StoreDict=SafeStoreDict, get_saved_hyperparams=checked_get_saved_hyperparams,
-                           ALGOS=loading.algorithms(rl_zoo3.utils.ALGOS),
-                           create_test_env=loading.recording(rl_zoo3.utils.create_test_env),
-                           VecNormalize=loading.statistics_loader()),
+        patched_zoo_module(
+            rl_zoo3.utils,
+            StoreDict=SafeStoreDict,
+            get_saved_hyperparams=checked_get_saved_hyperparams,
+            ALGOS=loading.algorithms(rl_zoo3.utils.ALGOS),
+            create_test_env=loading.recording(rl_zoo3.utils.create_test_env),
+            VecNormalize=loading.statistics_loader(),
+        ),
     ):
         runpy.run_module("rl_zoo3.record_video", run_name="__main__")
 
 
 def plot(argv: Sequence[str]) -> None:
     """``plot``: training curves of the runs of one or more environments into an image file."""
-
 
     parser = add_debug_option(argparse.ArgumentParser(prog="sb3-ppo-ext plot", description=plot.__doc__, allow_abbrev=False))
     parser.add_argument("--env", nargs="+", required=True, help="environment id(s)")
@@ -586,8 +665,11 @@ def plot(argv: Sequence[str]) -> None:
         runs = [run for run in runs if int(run.rsplit("_", 1)[1]) in args.exp_id]
     if not runs:
         where = ", ".join(sorted({os.path.join(args.folder, algo) for algo in algorithms.values()}))
-        raise ValueError(f"no runs of {' '.join(args.env)} numbered {args.exp_id} under {where}" if args.exp_id
-                         else f"no runs of {' '.join(args.env)} under {where}")
+        raise ValueError(
+            f"no runs of {' '.join(args.env)} numbered {args.exp_id} under {where}"
+            if args.exp_id
+            else f"no runs of {' '.join(args.env)} under {where}"
+        )
     first_env = args.env[0]
     output = args.output or os.path.join(args.folder, algorithms[first_env], f"{EnvironmentName(first_env)}_curves.png")
     plotted = plot_runs(runs, output, x_axis=args.x_axis, window=args.window, title=", ".join(args.env))
@@ -603,14 +685,19 @@ def export(argv: Sequence[str]) -> None:
         return
     register_algorithm()
 
-
-    parser = add_debug_option(argparse.ArgumentParser(prog="sb3-ppo-ext export", description=export.__doc__, allow_abbrev=False))
+    parser = add_debug_option(
+        argparse.ArgumentParser(prog="sb3-ppo-ext export", description=export.__doc__, allow_abbrev=False)
+    )
     parser.add_argument("--env", required=True, help="environment id of the run")
-    parser.add_argument("--algo", choices=list(ALGOS),
-                        help="RL algorithm of the run (default: the algorithm of the newest run of --env under --folder)")
+    parser.add_argument(
+        "--algo",
+        choices=list(ALGOS),
+        help="RL algorithm of the run (default: the algorithm of the newest run of --env under --folder)",
+    )
     parser.add_argument("-f", "--folder", default=DEFAULT_LOG_FOLDER, help="log folder (rl-zoo3 layout)")
-    parser.add_argument("--exp-id", type=int, default=0,
-                        help="run number (default 0: the newest run that holds the model to export)")
+    parser.add_argument(
+        "--exp-id", type=int, default=0, help="run number (default 0: the newest run that holds the model to export)"
+    )
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--load-best", action="store_true", help="export best_model.zip instead of the final model")
     which.add_argument("--load-checkpoint", type=int, help="export the checkpoint of this many timesteps")
@@ -621,15 +708,26 @@ def export(argv: Sequence[str]) -> None:
     args = parser.parse_args(list(argv))
 
     env_name = EnvironmentName(args.env)
-    algo, exp_id = played_run(args.folder, args.env, args.algo, args.exp_id, load_best=args.load_best,
-                              load_checkpoint=args.load_checkpoint, load_last_checkpoint=args.load_last_checkpoint)
+    algo, exp_id = played_run(
+        args.folder,
+        args.env,
+        args.algo,
+        args.exp_id,
+        load_best=args.load_best,
+        load_checkpoint=args.load_checkpoint,
+        load_last_checkpoint=args.load_last_checkpoint,
+    )
     _, model_path, log_path = get_model_path(
         exp_id, args.folder, algo, env_name, args.load_best, args.load_checkpoint, args.load_last_checkpoint
     )
     check_run_folder(os.path.join(log_path, str(env_name)))
-    vecnormalize_path = played_model_statistics(log_path, str(env_name), load_best=args.load_best,
-                                                load_checkpoint=args.load_checkpoint,
-                                                load_last_checkpoint=args.load_last_checkpoint)
+    vecnormalize_path = played_model_statistics(
+        log_path,
+        str(env_name),
+        load_best=args.load_best,
+        load_checkpoint=args.load_checkpoint,
+        load_last_checkpoint=args.load_last_checkpoint,
+    )
     statistics: Any = None
     if args.trust_pickles:
         model = ALGOS[algo].load(model_path, device="cpu")

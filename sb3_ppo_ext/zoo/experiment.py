@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from pprint import pprint
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from rl_zoo3 import exp_manager, hyperparams_opt
@@ -120,7 +120,7 @@ class SafeStoreDict(argparse.Action):
             parser.error(str(error))
 
 
-def warn_if_nothing_learns(algorithm: type, hyperparams: dict[str, Any], n_timesteps: int) -> None:
+def warn_if_nothing_learns(algorithm: type[Any], hyperparams: dict[str, Any], n_timesteps: int) -> None:
     """Warn when an off-policy run ends before it learns: ``n_timesteps <= learning_starts`` (the config's value, else
     the algorithm's default) trains nothing, and rl-zoo3 says nothing about it.
 
@@ -200,7 +200,9 @@ class SaveVecNormalizeStatisticsCallback(SaveVecNormalizeCallback):
 VEC_ENV_TYPES: tuple[str, ...] = ("dummy", "subproc", "ray")
 
 
-def vec_env_settings(vec_env_type: str, zoo_class: type[VecEnv], args: argparse.Namespace) -> tuple[type[VecEnv], dict[str, Any]]:
+def vec_env_settings(
+    vec_env_type: str, zoo_class: type[VecEnv], args: argparse.Namespace
+) -> tuple[type[VecEnv], dict[str, Any]]:
     """The VecEnv class and its keyword arguments for ``--vec-env``, ``--vec-env-kwargs`` and ``--ray-address``.
 
     :param vec_env_type: one of :data:`VEC_ENV_TYPES`.
@@ -225,8 +227,10 @@ def vec_env_settings(vec_env_type: str, zoo_class: type[VecEnv], args: argparse.
     accepted = set(inspect.signature(vec_env_class.__init__).parameters) - {"self", "env_fns"}
     unknown = sorted(set(kwargs) - accepted)
     if unknown:
-        raise ValueError(f"--vec-env-kwargs: {vec_env_class.__name__} takes no {', '.join(unknown)} (it takes "
-                         f"{', '.join(sorted(accepted)) or 'no keyword arguments'})")
+        raise ValueError(
+            f"--vec-env-kwargs: {vec_env_class.__name__} takes no {', '.join(unknown)} (it takes "
+            f"{', '.join(sorted(accepted)) or 'no keyword arguments'})"
+        )
     return vec_env_class, kwargs
 
 
@@ -250,8 +254,11 @@ class SafeExperimentManager(ExperimentManager):
     def __init__(self, args: argparse.Namespace, *positional: Any, vec_env_type: str = "dummy", **keywords: Any) -> None:
         """rl-zoo3's set-up, with the VecEnv of :func:`vec_env_settings` (``--vec-env ray`` collects on a Ray
         cluster, rl-zoo3 knows only ``dummy`` and ``subproc``)."""
-        super().__init__(args, *positional, vec_env_type="dummy" if vec_env_type == "ray" else vec_env_type, **keywords)
-        self.vec_env_class, self.vec_env_kwargs = vec_env_settings(vec_env_type, self.vec_env_class, args)
+        keywords["vec_env_type"] = "dummy" if vec_env_type == "ray" else vec_env_type
+        super().__init__(args, *positional, **keywords)
+        # rl-zoo3 picks DummyVecEnv or SubprocVecEnv (mypy infers ABCMeta from its dict of the two).
+        zoo_class = cast(type[VecEnv], self.vec_env_class)
+        self.vec_env_class, self.vec_env_kwargs = vec_env_settings(vec_env_type, zoo_class, args)
         #: Where a ``--resume``d run continues from (set when its settings are read), else ``None``.
         self.resume_point: ResumePoint | None = None
         if self.resume_folder is not None:
@@ -297,7 +304,8 @@ class SafeExperimentManager(ExperimentManager):
         (:class:`_DeferredPrint`)."""
         if not self.config.endswith((".yml", ".yaml")):
             raise ValueError(
-                f"conf_file must be a YAML file (.yml or .yaml): rl-zoo3 would execute Python config files, got {self.config!r}"
+                "conf_file must be a YAML file (.yml or .yaml): rl-zoo3 would execute Python config files, "
+                f"got {self.config!r}"
             )
         if self.resume_folder is not None:
             # The hyperparameters the run used, whatever its config file says today.
@@ -358,13 +366,19 @@ class SafeExperimentManager(ExperimentManager):
         for index, callback in enumerate(self.callbacks):
             if type(callback) is CheckpointCallback:  # rl-zoo3 counts its save_freq in calls: n_envs steps each
                 self.callbacks[index] = RotatingCheckpointCallback(
-                    save_freq=callback.save_freq * self.n_envs, save_path=callback.save_path, keep_last=None,
-                    name_prefix=callback.name_prefix, save_vecnormalize=True, save_on_training_end=False,
-                    verbose=callback.verbose)
+                    save_freq=callback.save_freq * self.n_envs,
+                    save_path=callback.save_path,
+                    keep_last=None,
+                    name_prefix=callback.name_prefix,
+                    save_vecnormalize=True,
+                    save_on_training_end=False,
+                    verbose=callback.verbose,
+                )
             elif isinstance(callback, EvalCallback) and type(callback.callback_on_new_best) is SaveVecNormalizeCallback:
                 saver = callback.callback_on_new_best
                 callback.callback_on_new_best = SaveVecNormalizeStatisticsCallback(
-                    save_freq=saver.save_freq, save_path=saver.save_path, name_prefix=saver.name_prefix, verbose=saver.verbose)
+                    save_freq=saver.save_freq, save_path=saver.save_path, name_prefix=saver.name_prefix, verbose=saver.verbose
+                )
                 callback.callback_on_new_best.parent = callback
 
     def create_envs(self, n_envs: int, eval_env: bool = False, no_log: bool = False) -> VecEnv:
@@ -390,8 +404,10 @@ class SafeExperimentManager(ExperimentManager):
             if isinstance(callback, EvalCallback):
                 restore_evaluation_history(callback, model.num_timesteps, self.n_envs)
         remaining = max(0, int(self.n_timesteps) - int(model.num_timesteps))
-        print(f"Resuming {self.save_path} at {model.num_timesteps} steps from {self.resume_point.model_path}: "
-              f"{remaining} steps to {int(self.n_timesteps)}")
+        print(
+            f"Resuming {self.save_path} at {model.num_timesteps} steps from {self.resume_point.model_path}: "
+            f"{remaining} steps to {int(self.n_timesteps)}"
+        )
         kwargs: dict[str, Any] = {}
         if self.log_interval > -1:  # rl-zoo3's reading of --log-interval
             kwargs["log_interval"] = self.log_interval
@@ -408,7 +424,8 @@ class SafeExperimentManager(ExperimentManager):
             if self.callbacks:
                 self.callbacks[0].on_training_end()
             with contextlib.suppress(EOFError):
-                model.env.close()
+                if model.env is not None:
+                    model.env.close()
 
     def checkpoint_statistics_path(self) -> str | None:
         """The ``VecNormalize`` statistics saved with the ``-i`` model when it is a checkpoint
@@ -417,8 +434,7 @@ class SafeExperimentManager(ExperimentManager):
         match = re.fullmatch(r"(?P<prefix>.+)_(?P<steps>\d+)_steps\.zip", os.path.basename(self.trained_agent or ""))
         if not self.continue_training or match is None:
             return None
-        path = os.path.join(os.path.dirname(self.trained_agent),
-                            f"{match['prefix']}_vecnormalize_{match['steps']}_steps.pkl")
+        path = os.path.join(os.path.dirname(self.trained_agent), f"{match['prefix']}_vecnormalize_{match['steps']}_steps.pkl")
         return path if statistics_saved(path) else None
 
     def load_statistics(self, path: str, env: VecEnv) -> VecNormalize:
@@ -448,7 +464,10 @@ class SafeExperimentManager(ExperimentManager):
                 warnings.warn(
                     f"continuing {self.trained_agent} with NEW VecNormalize statistics (mean 0, variance 1): neither "
                     f"the checkpoint's statistics file nor {final_statistics} exists, so the policy sees differently "
-                    "scaled observations than it was trained on", UserWarning, stacklevel=2)
+                    "scaled observations than it was trained on",
+                    UserWarning,
+                    stacklevel=2,
+                )
         if statistics is None:
             return super()._maybe_normalize(env, eval_env)  # finds no file either: a fresh VecNormalize, or none
         env = self.load_statistics(statistics, env)
@@ -467,14 +486,25 @@ class SafeExperimentManager(ExperimentManager):
         algorithm = ALGOS[self.algo]
         replay_buffer = os.path.join(os.path.dirname(self.trained_agent), "replay_buffer.pkl")
         if os.path.exists(replay_buffer):
-            raise refusal(replay_buffer, "is a replay buffer, saved only as a pickle (move it away to continue without "
-                          "it)", f"{algorithm.__name__}.load_replay_buffer")
+            raise refusal(
+                replay_buffer,
+                "is a replay buffer, saved only as a pickle (move it away to continue without it)",
+                f"{algorithm.__name__}.load_replay_buffer",
+            )
         print("Loading pretrained agent")
         for key in ("policy", "policy_kwargs"):  # the policy must not change; rl-zoo3 drops them too
             hyperparams.pop(key, None)
         return load_without_pickles(
-            self.trained_agent, env, algorithm=algorithm, device=self.device, training=True, seed=self.seed,
-            tensorboard_log=self.tensorboard_log, verbose=self.verbose, **hyperparams)
+            self.trained_agent,
+            env,
+            algorithm=algorithm,
+            device=self.device,
+            training=True,
+            seed=self.seed,
+            tensorboard_log=self.tensorboard_log,
+            verbose=self.verbose,
+            **hyperparams,
+        )
 
     def save_trained_model(self, model: BaseAlgorithm) -> None:
         """rl-zoo3's saving of the final model (and ``vecnormalize.pkl``), plus the statistics' plain-data twin

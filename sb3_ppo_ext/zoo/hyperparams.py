@@ -149,14 +149,17 @@ def number_from_text(value: Any) -> Any:
     return int(number) if "." not in text and number.is_integer() else number
 
 
-def number_keys(algorithm: type) -> frozenset[str]:
+def number_keys(algorithm: type[Any]) -> frozenset[str]:
     """The keys of a config block for ``algorithm`` whose value is a number: the constructor's parameters annotated
     with ``float`` or ``int`` (alone, or with a schedule or ``None``; not those that also take a string, such as
     SAC's ``ent_coef: "auto"``), the schedule keys and :data:`ZOO_NUMBER_KEYS`."""
     parameters = inspect.signature(algorithm.__init__).parameters
     annotations = {name: str(parameter.annotation) for name, parameter in parameters.items()}
-    numeric = {name for name, annotation in annotations.items()
-               if re.search(r"\b(float|int)\b", annotation) and not re.search(r"\bstr\b", annotation)}
+    numeric = {
+        name
+        for name, annotation in annotations.items()
+        if re.search(r"\b(float|int)\b", annotation) and not re.search(r"\bstr\b", annotation)
+    }
     return frozenset(numeric - MANAGER_SET_PARAMETERS) | _NUMBER_KEYS_OF_ANY_ALGORITHM
 
 
@@ -197,10 +200,12 @@ def check_block_values(block: Mapping[str, Any], *, where: str) -> None:
                 f"n_steps * n_envs must be <= {MAX_ROLLOUT_TRANSITIONS} transitions per rollout "
                 f"(MAX_ROLLOUT_TRANSITIONS), got {n_steps} * {n_envs} = {n_steps * n_envs} (in {where})"
             )
-    for name, maximum, limit in (("batch_size", MAX_ROLLOUT_TRANSITIONS, "MAX_ROLLOUT_TRANSITIONS"),
-                                 ("buffer_size", MAX_BUFFER_SIZE, "MAX_BUFFER_SIZE"),
-                                 ("n_epochs", MAX_N_EPOCHS, "MAX_N_EPOCHS"),
-                                 ("frame_stack", MAX_FRAME_STACK, "MAX_FRAME_STACK")):
+    for name, maximum, limit in (
+        ("batch_size", MAX_ROLLOUT_TRANSITIONS, "MAX_ROLLOUT_TRANSITIONS"),
+        ("buffer_size", MAX_BUFFER_SIZE, "MAX_BUFFER_SIZE"),
+        ("n_epochs", MAX_N_EPOCHS, "MAX_N_EPOCHS"),
+        ("frame_stack", MAX_FRAME_STACK, "MAX_FRAME_STACK"),
+    ):
         unset = name == "frame_stack" and block.get(name) is None  # rl-zoo3: no stacking
         if name in block and not unset and _checked(check_int, name, block[name], minimum=1, where=where) > maximum:
             raise ValueError(f"{name} must be <= {maximum} ({limit}), got {block[name]!r} (in {where})")
@@ -209,8 +214,9 @@ def check_block_values(block: Mapping[str, Any], *, where: str) -> None:
             raise ValueError(f"{name} must be a mapping (or a dict(...) string), got {block[name]!r} (in {where})")
         _checked(check_kwargs, name, block.get(name), where=where)  # keys: argument names
     if "normalize" in block and not isinstance(block["normalize"], (bool, dict)):
-        raise ValueError(f"normalize must be true, false or a mapping of VecNormalize arguments, got "
-                         f"{block['normalize']!r} (in {where})")
+        raise ValueError(
+            f"normalize must be true, false or a mapping of VecNormalize arguments, got {block['normalize']!r} (in {where})"
+        )
     if isinstance(block.get("normalize"), dict):
         _checked(check_vecnormalize_kwargs, block["normalize"], where=where)
     _checked(check_policy_kwargs, block.get("policy_kwargs"), where=where)
@@ -236,7 +242,7 @@ def check_policy_arguments(block: Mapping[str, Any], algorithm: type, *, where: 
         _checked(check_policy_kwargs, block.get("policy_kwargs"), policy_class=policy_class, where=where)
 
 
-def valid_keys(algorithm: type) -> frozenset[str]:
+def valid_keys(algorithm: type[Any]) -> frozenset[str]:
     """Keys a config block may hold for ``algorithm``: its constructor's parameters plus the zoo-only keys."""
     parameters = inspect.signature(algorithm.__init__).parameters
     return frozenset(parameters) - MANAGER_SET_PARAMETERS | ZOO_KEYS

@@ -20,6 +20,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
 from sb3_ppo_ext.safe_loading import (
@@ -68,15 +69,22 @@ def played_model_statistics(
 class _AlgorithmLoader:
     """Stands in for an algorithm class in rl-zoo3's ``ALGOS`` while a run is played: only ``load`` is used."""
 
-    def __init__(self, algorithm: type, loading: PlayedRunLoading) -> None:
+    def __init__(self, algorithm: type[BaseAlgorithm], loading: PlayedRunLoading) -> None:
         self.algorithm = algorithm
         self.loading = loading
 
     def load(self, path: str, env: VecEnv | None = None, custom_objects: dict[str, Any] | None = None, **kwargs: Any) -> Any:
         if self.loading.trust_pickles:
             return self.algorithm.load(path, env=env, custom_objects=custom_objects, **kwargs)
-        return load_without_pickles(path, env, algorithm=self.algorithm, training=False, custom_objects=custom_objects,
-                                    reference_env=self.loading.env, **kwargs)
+        return load_without_pickles(
+            path,
+            env,
+            algorithm=self.algorithm,
+            training=False,
+            custom_objects=custom_objects,
+            reference_env=self.loading.env,
+            **kwargs,
+        )
 
 
 class _StatisticsLoader:
@@ -104,15 +112,16 @@ class PlayedRunLoading:
     def complete(self, parsed: argparse.Namespace) -> None:
         """Read ``--trust-pickles`` and the choice of the played model from the options rl-zoo3's script parsed."""
         self.trust_pickles = bool(getattr(parsed, "trust_pickles", False))
-        self.played_model = {key: getattr(parsed, key, default) for key, default in
-                             (("load_best", False), ("load_checkpoint", None), ("load_last_checkpoint", False))}
+        self.played_model = {
+            key: getattr(parsed, key, default)
+            for key, default in (("load_best", False), ("load_checkpoint", None), ("load_last_checkpoint", False))
+        }
 
     def statistics_of_played_model(self, run_statistics: str) -> str:
         """The statistics saved with the played model (:func:`played_model_statistics`) in place of the run's
         ``<env>/vecnormalize.pkl`` that rl-zoo3 asks for."""
         params_folder = os.path.dirname(run_statistics)
-        chosen = played_model_statistics(os.path.dirname(params_folder), os.path.basename(params_folder),
-                                         **self.played_model)
+        chosen = played_model_statistics(os.path.dirname(params_folder), os.path.basename(params_folder), **self.played_model)
         if os.path.abspath(chosen) != os.path.abspath(run_statistics):
             print(f"Loading the statistics saved with the model: {chosen}")
         return chosen

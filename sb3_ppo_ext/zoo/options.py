@@ -32,11 +32,22 @@ TRUST_PICKLES: Option = ((TRUST_PICKLES_OPTION,), {"action": "store_true", "defa
 #: ``--trust-pickles`` of ``train`` / ``optimize``: what ``-i`` loads.
 TRUST_PICKLES_TRAIN: Option = (
     (TRUST_PICKLES_OPTION,),
-    {"action": "store_true", "default": False,
-     "help": "with -i: load the model zip, its VecNormalize statistics and a replay_buffer.pkl by unpickling them, as "
-             "rl-zoo3 does: a crafted file runs code, so only for files you trust (default: the model and statistics "
-             "are rebuilt from plain data, and what cannot be is refused)"},
+    {
+        "action": "store_true",
+        "default": False,
+        "help": "with -i: load the model zip, its VecNormalize statistics and a replay_buffer.pkl by unpickling them, as "
+        "rl-zoo3 does: a crafted file runs code, so only for files you trust (default: the model and statistics "
+        "are rebuilt from plain data, and what cannot be is refused)",
+    },
 )
 
-__all__ = ["DEBUG", "DEBUG_HELP", "DEBUG_OPTION", "TRUST_PICKLES", "TRUST_PICKLES_HELP", "TRUST_PICKLES_OPTION",
-           "TRUST_PICKLES_TRAIN", "Option"]
+__all__ = [
+    "DEBUG",
+    "DEBUG_HELP",
+    "DEBUG_OPTION",
+    "TRUST_PICKLES",
+    "TRUST_PICKLES_HELP",
+    "TRUST_PICKLES_OPTION",
+    "TRUST_PICKLES_TRAIN",
+    "Option",
+]

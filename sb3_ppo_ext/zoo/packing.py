@@ -36,7 +36,11 @@ def find_zoo_run(folder: str) -> str:
 
 
 def save_pretrained_from_run(
-    folder: str, destination: str, *, model: str = "final", provenance: dict[str, Any] | None = None,
+    folder: str,
+    destination: str,
+    *,
+    model: str = "final",
+    provenance: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Pack the final model of an rl-zoo3 run (or its ``"best"`` one, or a checkpoint) as an agent folder (see
     :func:`~sb3_ppo_ext.pretrained.saving.save_pretrained`), with the statistics saved with that model.
@@ -68,15 +72,21 @@ def save_pretrained_from_run(
     register_algorithm()
     trained = ALGOS[run_args["algo"]].load(model_path, device="cpu")
     statistics = None
-    statistics_file = played_model_statistics(run, os.path.basename(params), load_best=model == "best",
-                                              load_checkpoint=None if checkpoint is None else checkpoint[1])
+    statistics_file = played_model_statistics(
+        run, os.path.basename(params), load_best=model == "best", load_checkpoint=None if checkpoint is None else checkpoint[1]
+    )
     if os.path.isfile(statistics_file):
         with open(statistics_file, "rb") as stream:
             statistics = pickle.load(stream)
-    facts: dict[str, Any] = {"algo": run_args["algo"], "seed": run_args["seed"], "timesteps": int(trained.num_timesteps),
-                             "model": model, "training_vec_env": run_args.get("vec_env"),
-                             "torch_threads": run_args.get("num_threads"),
-                             "hyperparams_overrides": run_args.get("hyperparams")}
+    facts: dict[str, Any] = {
+        "algo": run_args["algo"],
+        "seed": run_args["seed"],
+        "timesteps": int(trained.num_timesteps),
+        "model": model,
+        "training_vec_env": run_args.get("vec_env"),
+        "torch_threads": run_args.get("num_threads"),
+        "hyperparams_overrides": run_args.get("hyperparams"),
+    }
     if os.path.isfile(os.path.join(run, "evaluations.npz")):
         with np.load(os.path.join(run, "evaluations.npz")) as evaluations:
             # The run's last evaluation up to the packed model (a checkpoint's: the last one at or before its steps).
@@ -87,7 +97,15 @@ def save_pretrained_from_run(
                 facts["final_eval_mean"] = float(evaluations["results"][last].mean())
                 facts["final_eval_timesteps"] = int(evaluations["timesteps"][last])
     facts.update(provenance or {})
-    save_pretrained(trained, destination, env_id=run_args["env"], vec_normalize=statistics,
-                    env_kwargs=config.get("env_kwargs"), env_wrapper=config.get("env_wrapper"),
-                    frame_stack=config.get("frame_stack"), hyperparams=config, provenance=facts)
+    save_pretrained(
+        trained,
+        destination,
+        env_id=run_args["env"],
+        vec_normalize=statistics,
+        env_kwargs=config.get("env_kwargs"),
+        env_wrapper=config.get("env_wrapper"),
+        frame_stack=config.get("frame_stack"),
+        hyperparams=config,
+        provenance=facts,
+    )
     return facts

@@ -45,10 +45,24 @@ from sb3_ppo_ext.zoo.hyperparams import check_run_folder, load_run_yaml
 
 #: The options that may be given with ``--resume`` (``argparse`` destinations): how the run is carried out, not what
 #: it trains. Every other setting comes from the run's ``args.yml`` / ``config.yml``.
-RESUME_OPTIONS: frozenset[str] = frozenset({
-    "resume", "n_timesteps", "num_threads", "progress", "verbose", "device", "vec_env", "vec_env_kwargs",
-    "ray_address", "trust_pickles", "log_interval", "gym_packages", "debug", "save_freq",
-})
+RESUME_OPTIONS: frozenset[str] = frozenset(
+    {
+        "resume",
+        "n_timesteps",
+        "num_threads",
+        "progress",
+        "verbose",
+        "device",
+        "vec_env",
+        "vec_env_kwargs",
+        "ray_address",
+        "trust_pickles",
+        "log_interval",
+        "gym_packages",
+        "debug",
+        "save_freq",
+    }
+)
 #: The options of :data:`RESUME_OPTIONS` that are the run's plan, not this session's way of running: a resume that
 #: gives them writes them into the run's ``args.yml``, so that the next plain ``--resume`` keeps the new total budget
 #: and checkpoints (the others, e.g. ``--num-threads`` or ``--trust-pickles``, hold for the session that gives them).
@@ -56,7 +70,11 @@ RUN_PLAN_OPTIONS: tuple[str, ...] = ("n_timesteps", "save_freq")
 #: Saved options that are not taken over: ``--gym-packages`` imports modules, so it is only taken from the command
 #: line; ``-i`` and the search options do not apply to a resumed run.
 NOT_TAKEN_FROM_RUN: dict[str, Any] = {
-    "gym_packages": [], "trained_agent": "", "optimize_hyperparameters": False, "hyperparams": None, "uuid": False,
+    "gym_packages": [],
+    "trained_agent": "",
+    "optimize_hyperparameters": False,
+    "hyperparams": None,
+    "uuid": False,
 }
 
 
@@ -113,9 +131,11 @@ def take_run_settings(parsed: argparse.Namespace, saved_arguments: dict[str, Any
     if refused:
         flags = ", ".join("--" + dest.replace("_", "-") for dest in refused)
         allowed = ", ".join("--" + dest.replace("_", "-") for dest in sorted(RESUME_OPTIONS - {"resume"}))
-        raise ResumeError(f"--resume continues a run with its own settings (its args.yml and config.yml); {flags} "
-                          f"cannot be given with it (only {allowed}); to train with other settings, start a new run "
-                          "from the model with -i")
+        raise ResumeError(
+            f"--resume continues a run with its own settings (its args.yml and config.yml); {flags} "
+            f"cannot be given with it (only {allowed}); to train with other settings, start a new run "
+            "from the model with -i"
+        )
     for key, value in saved_arguments.items():
         if key in given or key in NOT_TAKEN_FROM_RUN or not hasattr(parsed, key):
             continue
@@ -213,11 +233,11 @@ class ContinuedMonitor(Monitor):
 
     def __init__(self, env: Any, filename: str | None = None, *args: Any, **kwargs: Any) -> None:
         path = None if filename is None else monitor_file_path(filename)
-        continued = path is not None and os.path.isfile(path) and os.path.getsize(path) > 0
-        kwargs["override_existing"] = not continued
+        continued = path if path is not None and os.path.isfile(path) and os.path.getsize(path) > 0 else None
+        kwargs["override_existing"] = continued is None
         super().__init__(env, filename, *args, **kwargs)
-        if continued:
-            self.t_start -= last_elapsed_time(path)
+        if continued is not None:
+            self.t_start -= last_elapsed_time(continued)
 
 
 def monitor_file_path(filename: str) -> str:
@@ -245,9 +265,10 @@ def last_elapsed_time(path: str) -> float:
 @contextlib.contextmanager
 def continued_monitors() -> Iterator[None]:
     """While envs are made with SB3's ``make_vec_env``, wrap them in :class:`ContinuedMonitor`."""
+    # Replacing SB3's class for the block is the point; mypy refuses assignments to a class name, hence the ignores.
     original = env_util.Monitor
-    env_util.Monitor = ContinuedMonitor
+    env_util.Monitor = ContinuedMonitor  # type: ignore[misc]
     try:
         yield
     finally:
-        env_util.Monitor = original
+        env_util.Monitor = original  # type: ignore[misc]

@@ -41,8 +41,9 @@ def run_path(log_folder: str, run: Run) -> str:
     return os.path.join(log_folder, run.algo, f"{run.env_name}_{run.number}")
 
 
-def model_file_pattern(env_name: str, *, load_best: bool = False, load_checkpoint: int | str | None = None,
-                       load_last_checkpoint: bool = False) -> str:
+def model_file_pattern(
+    env_name: str, *, load_best: bool = False, load_checkpoint: int | str | None = None, load_last_checkpoint: bool = False
+) -> str:
     """The file (a glob pattern, relative to a run folder) of the model that rl-zoo3's ``get_model_path`` loads with
     these options: the final model ``<env name>.zip``, ``best_model.zip``, or a ``--save-freq`` checkpoint."""
     if load_best:
@@ -65,8 +66,9 @@ def holds_model(folder: str, pattern: str) -> bool:
 #: What a ``train`` command writes into its new run folder before its first training step, besides the training
 #: envs' monitor files (``<n>.monitor.csv``): the files of the ``<env name>/`` folder, with the run's settings and
 #: its first ``VecNormalize`` statistics.
-SETUP_SETTINGS_FILES: frozenset[str] = frozenset({"config.yml", "args.yml", "command.txt", "vecnormalize.pkl",
-                                                  "vecnormalize.npz"})
+SETUP_SETTINGS_FILES: frozenset[str] = frozenset(
+    {"config.yml", "args.yml", "command.txt", "vecnormalize.pkl", "vecnormalize.npz"}
+)
 
 
 def holds_only_setup_files(folder: str, env_name: str) -> bool:
@@ -78,8 +80,9 @@ def holds_only_setup_files(folder: str, env_name: str) -> bool:
             continue
         if entry.name != env_name or entry.is_symlink() or not entry.is_dir():
             return False
-        if any(not item.is_file(follow_symlinks=False) or item.name not in SETUP_SETTINGS_FILES
-               for item in os.scandir(entry.path)):
+        if any(
+            not item.is_file(follow_symlinks=False) or item.name not in SETUP_SETTINGS_FILES for item in os.scandir(entry.path)
+        ):
             return False
     return True
 

@@ -99,7 +99,7 @@ class _Evaluator:
         if isinstance(node, ast.Dict):
             if any(key is None for key in node.keys):
                 raise self.refuse(node, "'**' unpacking is not allowed")
-            pairs = zip(node.keys, node.values)
+            pairs = zip(node.keys, node.values, strict=True)
             items = [(self.value(key), self.value(value)) for key, value in pairs]  # type: ignore[arg-type]
             return self.hashed(node, dict, items)
         if isinstance(node, ast.Call):
@@ -119,8 +119,11 @@ class _Evaluator:
         try:
             return builder(contents)
         except TypeError:
-            raise self.refuse(node, "dict keys and set members must be hashable: numbers, strings, booleans, None or "
-                                    "tuples of them, not lists, dicts or sets") from None
+            raise self.refuse(
+                node,
+                "dict keys and set members must be hashable: numbers, strings, booleans, None or "
+                "tuples of them, not lists, dicts or sets",
+            ) from None
 
     def call(self, node: ast.Call) -> Any:
         if not isinstance(node.func, ast.Name) or node.func.id not in _ALLOWED_CALLS:
@@ -152,10 +155,12 @@ def parse_expression(text: str, *, what: str = "config value") -> Any:
         nests deeper than :data:`MAX_EXPRESSION_DEPTH` levels or uses anything outside the allowed subset.
     """
     if not isinstance(text, str):
-        raise ValueError(f"{what}: expected an expression string, got {text!r}")  # noqa: TRY004 (project rule: ValueError)
+        raise ValueError(f"{what}: expected an expression string, got {text!r}")  # ValueError, as for every bad setting
     if len(text) > MAX_EXPRESSION_LENGTH:
-        raise ValueError(f"{what}: the expression is {len(text)} characters long, the limit is {MAX_EXPRESSION_LENGTH} "
-                         f"(MAX_EXPRESSION_LENGTH); it starts {text[:40]!r}")
+        raise ValueError(
+            f"{what}: the expression is {len(text)} characters long, the limit is {MAX_EXPRESSION_LENGTH} "
+            f"(MAX_EXPRESSION_LENGTH); it starts {text[:40]!r}"
+        )
     nesting = f"nests deeper than {MAX_EXPRESSION_DEPTH} levels (MAX_EXPRESSION_DEPTH)"
     try:
         tree = ast.parse(text.strip(), mode="eval")

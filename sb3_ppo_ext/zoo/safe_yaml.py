@@ -62,14 +62,14 @@ def _check_events(events: Iterable[yaml.Event], *, where: str) -> None:
     # The [anchor, nodes, characters] of each mapping / sequence being read, and the (nodes, characters) of each
     # anchored node read: an alias costs what its anchor does.
     open_collections: list[list[Any]] = []
-    anchor_sizes: dict[str, tuple[int, int]] = {}
+    anchor_sizes: dict[str | None, tuple[int, int]] = {}  # by anchor name (an alias event's anchor is its name)
     nodes = characters = 0
     for event in events:
         if isinstance(event, yaml.CollectionStartEvent):
             if len(open_collections) >= MAX_YAML_DEPTH:
                 raise ValueError(
                     f"{where} nests mappings / sequences deeper than {MAX_YAML_DEPTH} levels (line "
-                    f"{event.start_mark.line + 1}); the limit is {MAX_YAML_DEPTH}"
+                    f"{_line(event)}); the limit is {MAX_YAML_DEPTH}"
                 )
             open_collections.append([event.anchor, 1, 0])
             size = (1, 0)
@@ -87,7 +87,7 @@ def _check_events(events: Iterable[yaml.Event], *, where: str) -> None:
                 anchor_sizes[event.anchor] = size
         elif isinstance(event, yaml.AliasEvent):
             if any(anchor == event.anchor for anchor, _, _ in open_collections):
-                raise ValueError(f"{where} has a recursive alias *{event.anchor} (line {event.start_mark.line + 1})")
+                raise ValueError(f"{where} has a recursive alias *{event.anchor} (line {_line(event)})")
             size = anchor_sizes.get(event.anchor, (1, 0))  # an undefined alias: the loader reports it
         else:
             continue
@@ -99,15 +99,20 @@ def _check_events(events: Iterable[yaml.Event], *, where: str) -> None:
         if nodes > MAX_YAML_NODES:
             raise ValueError(
                 f"{where} expands to more than {MAX_YAML_NODES} YAML nodes once its aliases are expanded (line "
-                f"{event.start_mark.line + 1}): the limit is {MAX_YAML_NODES}; repeated aliases of large anchors "
+                f"{_line(event)}): the limit is {MAX_YAML_NODES}; repeated aliases of large anchors "
                 "(a 'billion laughs' document) are refused"
             )
         if characters > MAX_YAML_EXPANDED_CHARACTERS:
             raise ValueError(
                 f"{where} expands to more than {MAX_YAML_EXPANDED_CHARACTERS} characters of keys and values once its "
-                f"aliases are expanded (line {event.start_mark.line + 1}): the limit is "
+                f"aliases are expanded (line {_line(event)}): the limit is "
                 f"{MAX_YAML_EXPANDED_CHARACTERS}; repeated aliases of a long string are refused"
             )
+
+
+def _line(event: yaml.Event) -> str:
+    """The line of ``event`` in the document, counted from 1 (the parser marks every event it emits)."""
+    return str(event.start_mark.line + 1) if event.start_mark is not None else "?"
 
 
 def read_yaml_text(path: str) -> str:

@@ -9,7 +9,7 @@ defaults (no ``lr_kl_target``: off; ``objective``: ``"clip"``) are among the cho
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import optuna
@@ -47,6 +47,23 @@ def sample_ppo_ext_params(
     def wanted(name: str) -> bool:
         return name not in pinned
 
+    # The order of the suggestions is the order of a trial's parameters: keep it.
+    _suggest_sb3_settings(trial, wanted)
+    _suggest_objective_settings(trial, wanted, pinned)
+    _suggest_learning_rates(trial, wanted, pinned)
+
+    for name, value in (
+        ("gamma", 1 - trial.params.get("one_minus_gamma", 0.0)),
+        ("n_steps", 2 ** trial.params.get("n_steps_pow", 0)),
+        ("batch_size", 2 ** trial.params.get("batch_size_pow", 0)),
+    ):
+        if wanted(name):
+            trial.set_user_attr(name, value)
+    return convert_ppo_ext_params(trial.params)
+
+
+def _suggest_sb3_settings(trial: optuna.Trial, wanted: Callable[[str], bool]) -> None:
+    """Suggest SB3 PPO's own settings (those not pinned): sizes, discounting, entropy, epochs, gradient clip, networks."""
     if wanted("batch_size"):
         trial.suggest_int("batch_size_pow", 5, 10)
     if wanted("n_steps"):
@@ -65,6 +82,9 @@ def sample_ppo_ext_params(
         trial.suggest_categorical("net_arch", list(NET_ARCHS))
         trial.suggest_categorical("activation_fn", list(ACTIVATIONS))
 
+
+def _suggest_objective_settings(trial: optuna.Trial, wanted: Callable[[str], bool], pinned: Mapping[str, Any]) -> None:
+    """Suggest the objective (unless pinned) and the settings it uses: the clip range, the KL penalty's."""
     objective = trial.suggest_categorical("objective", list(OBJECTIVES)) if wanted("objective") else pinned["objective"]
     if objective != "kl_penalty" and wanted("clip_range"):  # the pure penalty objective does not clip
         trial.suggest_categorical("clip_range", [0.1, 0.2, 0.3, 0.4])
@@ -74,6 +94,9 @@ def sample_ppo_ext_params(
         if wanted("kl_penalty_target"):
             trial.suggest_categorical("kl_penalty_target", list(KL_PENALTY_TARGETS))
 
+
+def _suggest_learning_rates(trial: optuna.Trial, wanted: Callable[[str], bool], pinned: Mapping[str, Any]) -> None:
+    """Suggest the KL-adaptive rate's target (unless pinned) and cadence, the learning rate and the critic's own."""
     lr_kl_target = (
         trial.suggest_categorical("lr_kl_target", list(LR_KL_TARGETS)) if wanted("lr_kl_target") else pinned["lr_kl_target"]
     )
@@ -84,15 +107,6 @@ def sample_ppo_ext_params(
         trial.suggest_categorical("lr_kl_cadence", ["minibatch", "epoch"])
     if wanted("vf_learning_rate") and trial.suggest_categorical("separate_vf_learning_rate", [False, True]):
         trial.suggest_float("vf_learning_rate", 1e-5, 0.01, log=True)
-
-    for name, value in (
-        ("gamma", 1 - trial.params.get("one_minus_gamma", 0.0)),
-        ("n_steps", 2 ** trial.params.get("n_steps_pow", 0)),
-        ("batch_size", 2 ** trial.params.get("batch_size_pow", 0)),
-    ):
-        if wanted(name):
-            trial.set_user_attr(name, value)
-    return convert_ppo_ext_params(trial.params)
 
 
 def convert_ppo_ext_params(sampled_params: dict[str, Any]) -> dict[str, Any]:

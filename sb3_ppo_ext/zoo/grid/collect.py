@@ -174,6 +174,7 @@ def collect(root: str) -> list[dict[str, Any]]:
 
 
 def write_csv(rows: Sequence[dict[str, Any]], path: str) -> None:
+    """Write ``rows`` (from :func:`collect`) to the CSV file ``path`` with the columns ``CSV_FIELDS``."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w", newline="", encoding="utf-8") as stream:
         writer = csv.DictWriter(stream, fieldnames=CSV_FIELDS)
@@ -182,6 +183,8 @@ def write_csv(rows: Sequence[dict[str, Any]], path: str) -> None:
 
 
 def read_csv(path: str) -> list[dict[str, Any]]:
+    """The rows of a CSV written by :func:`write_csv`: the numeric columns as numbers, ``finished`` as a bool, an
+    empty ``success_rate`` as ``None`` and a missing training value as NaN."""
     with open(path, encoding="utf-8") as stream:
         return [
             {
