@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import cast
 
-import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.running_mean_std import RunningMeanStd
 from stable_baselines3.common.vec_env import VecNormalize
@@ -93,10 +92,10 @@ class PinObservationStatisticsCallback(BaseCallback):
                 f"got {self.training_env!r}"
             )
         statistics = self.vec_normalize.obs_rms
-        shape = getattr(statistics, "mean", np.zeros(0)).shape
-        if isinstance(statistics, dict) or len(shape) != 1:
+        if isinstance(statistics, dict) or statistics.mean.ndim != 1:
+            shape = "a Dict observation" if isinstance(statistics, dict) else statistics.mean.shape
             raise ValueError(f"PinObservationStatisticsCallback needs a flat Box observation, got statistics of {shape}")
-        size = shape[0]
+        size = statistics.mean.shape[0]
         for index in self.indices:
             if not -size <= index < size:
                 raise ValueError(f"observation index {index} is out of range for an observation of {size} entries")
