@@ -79,7 +79,8 @@ def zoo_block(env_id: str) -> tuple[dict[str, Any], int, bool]:
     hyperparams = preprocess_block(dict(block), where=f"{env_id!r} in {path}")
     n_envs = int(hyperparams.pop("n_envs", 1))
     normalize = bool(hyperparams.pop("normalize", False))
-    for key in ("n_timesteps", "policy"):
+    # rl-zoo3's own keys; the callbacks (the Walker block's PinObservationStatisticsCallback) cost nothing per step
+    for key in ("n_timesteps", "policy", "callback", "env_wrapper", "vec_env_wrapper", "frame_stack"):
         hyperparams.pop(key, None)
     return ExperimentManager._preprocess_schedules(hyperparams), n_envs, normalize
 

@@ -8,7 +8,14 @@ import warnings
 import pytest
 import torch as th
 
+from sb3_ppo_ext.ppo import optim
 from sb3_ppo_ext.ppo.optim import ClippedStep
+
+#: The tests that build ``Adam(fused=True)`` on the CPU: torch has CPU fused Adam kernels since 2.4; before, the
+#: constructor refuses them, and PPO steps through torch's default kernel (``test_without_cpu_fused_kernels...``).
+needs_cpu_fused_adam = pytest.mark.skipif(
+    "cpu" not in optim.fused_kernel_devices(), reason="no fused Adam kernel for the CPU in this torch"
+)
 
 
 def _network() -> th.nn.Module:
@@ -24,6 +31,7 @@ def _backward(network: th.nn.Module, seed: int) -> None:
     network(inputs).pow(2).sum().backward()
 
 
+@needs_cpu_fused_adam
 @pytest.mark.parametrize(
     "optimizer_class, kwargs",
     [
@@ -60,6 +68,7 @@ def test_steps_equal_clip_grad_norm_and_fused_step_exactly(optimizer_class, kwar
             assert th.equal(expected[key], actual[key]), key
 
 
+@needs_cpu_fused_adam
 def test_a_parameter_without_gradient_steps_through_torch():
     reference = _network()
     ours = copy.deepcopy(reference)
@@ -79,6 +88,7 @@ def test_a_parameter_without_gradient_steps_through_torch():
         assert th.equal(expected, actual)
 
 
+@needs_cpu_fused_adam
 def test_supports_only_what_it_mirrors():
     network = _network()
     parameters = list(network.parameters())
@@ -120,6 +130,7 @@ def test_anything_else_steps_through_torch():
     assert all(parameter.grad is None for parameter in ours.parameters())
 
 
+@needs_cpu_fused_adam
 def test_fused_adam_only_inside_the_block_and_only_where_the_user_chose_nothing():
     from sb3_ppo_ext.ppo.optim import fused_adam
 
@@ -138,11 +149,11 @@ def test_fused_adam_only_inside_the_block_and_only_where_the_user_chose_nothing(
         assert "fused" not in sgd.param_groups[0] or not sgd.param_groups[0]["fused"]
 
 
+@needs_cpu_fused_adam
 def test_a_changed_private_kernel_falls_back_to_torch_with_one_warning(monkeypatch):
     """torch's private fused kernels may change between versions: the direct path is checked against torch's own step
     once per device type, and where it fails (here: a kernel that no longer takes our arguments) every step goes
     through torch, with one warning instead of a TypeError."""
-    from sb3_ppo_ext.ppo import optim
 
     def changed_kernel(*args, new_required_argument, **kwargs):
         raise AssertionError("never reached: the call fails on its arguments")
@@ -179,8 +190,29 @@ def test_a_changed_private_kernel_falls_back_to_torch_with_one_warning(monkeypat
         optim.direct_path_works.cache_clear()
 
 
+@needs_cpu_fused_adam
 def test_the_direct_path_is_checked_against_torch_on_this_torch():
-    from sb3_ppo_ext.ppo import optim
-
     optim.direct_path_works.cache_clear()
     assert optim.direct_path_works("cpu")
+
+
+def test_without_cpu_fused_kernels_ppo_steps_through_torchs_default_kernel(monkeypatch):
+    """A torch with no fused Adam kernel for the device (the CPU before torch 2.4): no group is switched to fused, no
+    direct path is taken, and PPO's updates are those of torch's default Adam kernel, bit for bit."""
+    from sb3_ppo_ext import PPO
+
+    def train(**policy_kwargs):
+        model = PPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=16, n_epochs=2, seed=0, policy_kwargs=policy_kwargs)
+        model.learn(128)
+        return model
+
+    sb3_kernel = train(net_arch=[16], optimizer_kwargs=dict(eps=1e-5, fused=False))  # eps: SB3's default for PPO
+    monkeypatch.setattr(optim, "_fused_devices", lambda: ["cuda"])
+    network = _network()
+    optimizer = th.optim.Adam(network.parameters(), lr=1e-3)
+    with optim.fused_adam(optimizer):
+        assert optimizer.param_groups[0]["fused"] is None
+    without_kernels = train(net_arch=[16])
+    assert not any(group.get("fused") for group in without_kernels.policy.optimizer.param_groups)
+    for expected, actual in zip(sb3_kernel.policy.parameters(), without_kernels.policy.parameters(), strict=True):
+        assert th.equal(expected, actual)

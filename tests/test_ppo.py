@@ -594,34 +594,6 @@ def test_sb3_example_code_runs_with_changed_import(tmp_path):
     assert loaded.num_timesteps == 256 + 128  # one more rollout of 64 steps x 2 envs
 
 
-def test_packed_minibatches_equal_per_field_indexing():
-    from sb3_ppo_ext.ppo.rollout import PackedRollout, UpdateRollout, take_rows
-
-    model = PPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=16, n_epochs=1, policy_kwargs=TINY, seed=0)
-    model.learn(64)
-    data = UpdateRollout(model.rollout_buffer).samples
-    old_params = ActionEvaluator(model.policy).distribution_params(data.observations)
-    packed = PackedRollout.pack(data, old_params)
-    assert packed is not None
-    index = th.tensor([5, 0, 63, 17])
-    samples, old = packed.take(index)
-    for got, expected in zip(samples, data, strict=True):
-        assert th.equal(got, take_rows(expected, index))
-    for got, expected in zip(old, old_params, strict=True):
-        assert th.equal(got, expected[index])
-    permutation = th.randperm(64)
-    minibatches = list(packed.minibatches(permutation, 24))  # one reordering per epoch, minibatches are its slices
-    assert [len(samples.advantages) for samples, _ in minibatches] == [24, 24, 16]
-    for (samples, old), start in zip(minibatches, (0, 24, 48), strict=True):
-        expected_samples, expected_old = packed.take(permutation[start : start + 24])
-        for got, expected in zip((*samples, *old), (*expected_samples, *expected_old), strict=True):
-            assert th.equal(got, expected)
-    multi_input = PPO("MultiInputPolicy", SimpleMultiObsEnv(), n_steps=64, batch_size=16, n_epochs=1, policy_kwargs=TINY)
-    multi_input.learn(64)
-    # Dict observations: per-field indexing.
-    assert PackedRollout.pack(UpdateRollout(multi_input.rollout_buffer).samples, None) is None
-
-
 @pytest.mark.parametrize("n_envs", [1, 4])
 def test_gsde_numpy_actions_equal_the_torch_policy(n_envs):
     """gSDE actions are a deterministic function of the exploration matrices: both paths must give the same."""

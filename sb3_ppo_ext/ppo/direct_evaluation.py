@@ -9,6 +9,11 @@ family's maths: :mod:`~sb3_ppo_ext.ppo.distributions`). They equal
 SB3's to float32 rounding, not bit for bit (``torch.distributions`` takes ``log(exp(log_std))`` and
 ``logits - logsumexp(logits)``); writing SB3's exact sequence of operations would cost 4-8% of an update.
 
+Measured gain: ``python benchmarks/bench_ppo.py --config default --ablation --no-sb3 --repeats 5`` (SB3's defaults
+on Walker2D-v0: 1 env, 64x64 MLP, one torch thread; idle 2-core machine, 2026-12-02): 1.04x env steps per CPU second
+for the whole training loop (1420 against 1370 with ``direct_evaluation=False``), the update falling from 0.31 to
+0.28 ms per env step.
+
 :func:`direct_head` guards what this mirrors: the policy must be an ``ActorCriticPolicy`` that overrides neither
 ``evaluate_actions`` nor ``_get_action_dist_from_latent``, with one of SB3's own three distribution classes (not a
 subclass; gSDE without a squashing bijector). Anything else, a ``th.compile``d policy included, goes through

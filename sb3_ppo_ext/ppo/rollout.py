@@ -6,10 +6,10 @@ Mirrors ``RolloutBuffer.add`` and ``RolloutBuffer.get(batch_size)`` of SB3's two
 * :func:`add_to_rollout_buffer` writes one step of numpy values where ``add`` would convert tensors back to numpy
   and copy them.
 * :class:`UpdateRollout` reads the whole rollout once as tensors (in buffer order) and cuts each epoch's minibatches
-  from them by indexing, where ``get`` copies numpy to torch for every minibatch; flat float32 observations and
-  actions are packed column-wise into one tensor (:class:`PackedRollout`), so that a minibatch is one indexing
-  operation. The minibatch order is ``get``'s: one ``np.random.permutation`` per epoch from numpy's global
-  generator, so that the same seed gives SB3's minibatches.
+  from them by indexing, where ``get`` copies numpy to torch for every minibatch. The minibatch order is ``get``'s:
+  one ``np.random.permutation`` per epoch from numpy's global generator, so that the same seed gives SB3's
+  minibatches. (Packing the fields column-wise into one tensor, so that a minibatch is one indexing operation, was
+  tried and removed: ``benchmarks/bench_ppo.py --ablation`` measured no gain, 1.00x per CPU second on SB3's defaults.)
 
 Guarded: any other buffer class (a user's ``rollout_buffer_class``) is read through its own ``get``, and then the
 collecting policy's distribution on each minibatch is unknown (``None``: the k3 KL estimate is used).
@@ -80,60 +80,6 @@ class Minibatch(NamedTuple):
     old_params: DistributionParams | None
 
 
-class PackedRollout:
-    """A rollout of flat float32 observations and actions, plus the collecting policy's distribution parameters,
-    packed column-wise into one tensor: cutting a minibatch is then one indexing operation instead of one per field
-    (each costs as much as a small matmul at minibatch sizes)."""
-
-    def __init__(self, packed: th.Tensor, widths: list[int], observation_shape: tuple, action_shape: tuple, n_params: int):
-        self.packed = packed
-        self.widths = widths
-        self.observation_shape = observation_shape
-        self.action_shape = action_shape
-        self.n_params = n_params
-
-    @classmethod
-    def pack(cls, data: RolloutBufferSamples, old_params: DistributionParams | None) -> PackedRollout | None:
-        """The packed rollout, or ``None`` when a field is not a float32 tensor (dict or integer observations...)."""
-        params = tuple(old_params) if old_params is not None else ()
-        tensors = [data.observations, data.actions, *params]
-        if not all(isinstance(t, th.Tensor) and t.dtype == th.float32 for t in tensors):
-            return None
-        n = len(data.advantages)
-        columns = [data.observations.reshape(n, -1), data.actions.reshape(n, -1)]
-        columns += [t.reshape(n, 1) for t in (data.old_values, data.old_log_prob, data.advantages, data.returns)]
-        columns += [t.reshape(n, -1) for t in params]
-        widths = [column.shape[1] for column in columns]
-        observation_shape, action_shape = tuple(data.observations.shape[1:]), tuple(data.actions.shape[1:])
-        return cls(th.cat(columns, dim=1), widths, observation_shape, action_shape, len(params))
-
-    def take(self, index: th.Tensor) -> Minibatch:
-        """The samples (and collecting-policy parameters) of rows ``index``."""
-        return self._unpack(self.packed[index])
-
-    def minibatches(self, permutation: th.Tensor, batch_size: int) -> Iterator[Minibatch]:
-        """``take`` of each ``batch_size`` chunk of ``permutation``, from one reordering of the whole rollout (one
-        indexing operation per epoch; each minibatch is then a view)."""
-        shuffled = self.packed[permutation]
-        for start in range(0, len(shuffled), batch_size):
-            yield self._unpack(shuffled[start : start + batch_size])
-
-    def _unpack(self, rows: th.Tensor) -> Minibatch:
-        # Fields are strided views of ``rows``. The advantages are made contiguous: their mean and std (advantage
-        # normalisation) would otherwise be summed in another order than over SB3's contiguous minibatch.
-        parts = th.split(rows, self.widths, dim=1)
-        observations, actions, old_values, old_log_prob, advantages, returns = parts[:6]
-        samples = RolloutBufferSamples(
-            observations.reshape(-1, *self.observation_shape),
-            actions.reshape(-1, *self.action_shape),
-            old_values.flatten(),
-            old_log_prob.flatten(),
-            advantages.flatten().contiguous(),
-            returns.flatten(),
-        )
-        return Minibatch(samples, tuple(parts[6:]) if self.n_params else None)
-
-
 class UpdateRollout:
     """The rollout of one update, read once from the rollout buffer, and its minibatches (:meth:`minibatches`).
 
@@ -153,7 +99,6 @@ class UpdateRollout:
         self.samples: RolloutBufferSamples | None = None
         #: The collecting policy's distribution on every row of :attr:`samples` (``None``: unknown).
         self.old_params: DistributionParams | None = None
-        self._packed: PackedRollout | None = None
         if not self.supports(buffer):
             return
         if not buffer.generator_ready:
@@ -161,7 +106,6 @@ class UpdateRollout:
         self.samples = buffer._get_samples(np.arange(buffer.buffer_size * buffer.n_envs))
         if distribution_params is not None:
             self.old_params = distribution_params(self.samples.observations)
-        self._packed = PackedRollout.pack(self.samples, self.old_params)
 
     @staticmethod
     def supports(buffer: RolloutBuffer) -> bool:
@@ -179,9 +123,6 @@ class UpdateRollout:
         size = len(self.samples.advantages)
         # SB3's minibatch order: RolloutBuffer.get draws np.random.permutation once per epoch.
         permutation = th.as_tensor(np.random.permutation(size), device=self.samples.advantages.device)
-        if self._packed is not None:
-            yield from self._packed.minibatches(permutation, batch_size)
-            return
         for start in range(0, size, batch_size):
             index = permutation[start : start + batch_size]
             old = tuple(column[index] for column in self.old_params) if self.old_params is not None else None
