@@ -89,7 +89,7 @@ def cube_throw(
     aim = np.asarray(target_xyz, dtype=np.float64) + np.asarray(target_velocity, dtype=np.float64) * (distance / speed)
     start = aim + np.array([distance * math.cos(angle), distance * math.sin(angle), 1.0])
     velocity = aim - start
-    velocity *= speed / np.linalg.norm(velocity)
+    velocity *= speed / math.sqrt(float(np.square(velocity).sum()))  # not np.linalg.norm: BLAS, CPU-dependent bits
     velocity += rng.uniform(-1.0, 1.0, size=3)
     return start, velocity
 

@@ -124,7 +124,9 @@ def electricity_costs(action: np.ndarray, scaled_joint_speeds: np.ndarray) -> tu
     :param scaled_joint_speeds: joint velocities times 0.1, as in the observation.
     """
     count = action.size
-    return float(np.abs(action * scaled_joint_speeds).sum()) / count, float(action @ action) / count
+    # Sums of squares through numpy's own (pairwise) sum, as pybullet_envs' ``np.square(a).mean()``: not ``a @ a``, whose
+    # BLAS kernel, chosen by the CPU, adds in another order and changes the last bits from one machine to the next.
+    return float(np.abs(action * scaled_joint_speeds).sum()) / count, float(np.square(action).sum()) / count
 
 
 def walker_alive_bonus(torso_z: float, pitch: float) -> float:

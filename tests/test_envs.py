@@ -342,7 +342,9 @@ def test_rgb_array_render_is_an_image(env_id):
 
 #: ``tests/data/env_trajectories.npz``: for each case below, the events (resets and steps) of a run with seeded
 #: random actions, recorded by :func:`write_trajectories` from the envs as they were before their per-step Python
-#: was made faster. A speed change must leave every event identical to the bit.
+#: was made faster. A speed change must leave every event identical to the bit. Recorded again once, when the stall
+#: torque cost went back from a BLAS dot product (whose bits depend on the CPU) to numpy's sum: only that term and the
+#: humanoid rewards' last bits changed, every observation and end stayed identical.
 TRAJECTORIES_FILE = os.path.join(os.path.dirname(__file__), "data", "env_trajectories.npz")
 
 #: case name -> (env id, env kwargs, number of steps, max_episode_steps or None for the registered limit). The cases

@@ -108,6 +108,18 @@ def test_electricity_costs_by_hand():
     assert stall == pytest.approx((1.0 + 0.25 + 0.0) / 3)
 
 
+def test_electricity_costs_add_as_pybullet_envs_means_to_the_bit():
+    # pybullet_envs computes np.square(a).mean() and np.abs(a * v).mean(): numpy's own sum, whose order is the same on
+    # every CPU. A BLAS dot product (a @ a) picks its kernel by CPU and changes the last bits from machine to machine.
+    rng = np.random.default_rng(0)
+    for size in (6, 17) * 200:
+        action = rng.uniform(-1.3, 1.3, size)
+        speeds = rng.normal(0.0, 0.5, size)
+        power, stall = electricity_costs(action, speeds)
+        assert power.hex() == float(np.abs(action * speeds).mean()).hex()
+        assert stall.hex() == float(np.square(action).mean()).hex()
+
+
 def test_alive_bonuses():
     assert walker_alive_bonus(0.81, 0.99) == 1.0
     assert walker_alive_bonus(0.80, 0.0) == -1.0
