@@ -55,6 +55,10 @@ tasks:
     assert argv[:6] == ["train", "--algo", "ppo_ext", "--env", "CartPole-v1", "--seed"]
     assert argv[argv.index("-n") + 1] == "2000" and argv[argv.index("--eval-freq") + 1] == "1000"
     assert argv[argv.index("--hyperparams") + 1 :] == ["kl_penalty_target:0.02", "objective:'clip_kl_penalty'"]
+    # one cell per core: the envs step in the cell's process, whatever the task's preferred VecEnv
+    assert argv[argv.index("--vec-env") + 1] == "dummy"
+    resume = cells[2].resume_argv("/runs/x/ppo_ext/CartPole-v1_1")
+    assert resume[resume.index("--vec-env") + 1] == "dummy"
     assert cells[5].conf == str(ROOT / "benchmarks" / "configs" / "reference_ppo.yml")
     assert cells[4].eval_episodes == 4 and cells[4].n_timesteps is None
     assert cells[0].folder("/runs") == "/runs/CartPole-v1/ours/seed_0"

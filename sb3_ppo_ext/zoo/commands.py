@@ -73,9 +73,14 @@ TRAIN_OPTION_CHANGES: dict[str, dict[str, Any]] = {
         "the bundled ppo_ext.yml); Python config files and packages are refused, as rl-zoo3 would run their code"
     },
     "--progress": {"help": "show a progress bar (the default of train)"},
+    # None: the task's preferred VecEnv, chosen by SafeExperimentManager
     "--vec-env": {
         "choices": list(VEC_ENV_TYPES),
-        "help": "VecEnv type: dummy, subproc (one machine) or ray (a Ray cluster, see --ray-address; the ray extra)",
+        "default": None,
+        "help": "VecEnv type: dummy (the envs step in this process), subproc (a process per env), shared "
+        "(SharedMemoryVecEnv: a worker process per core, several envs each) or ray (a Ray cluster, see --ray-address; "
+        "the ray extra) (default: the task's preferred VecEnv, shared for the bundled Humanoid and RocketLander tasks, "
+        "falling back to dummy if it cannot start; else dummy)",
     },
     "--hyperparams": {
         "help": "override hyperparameters, e.g. n_envs:4 learning_rate:lin_3e-4 objective:\"'kl_penalty'\" "
@@ -131,7 +136,8 @@ VEC_ENV_OPTIONS: tuple[Option, ...] = (
             "nargs": "+",
             "action": SafeStoreDict,
             "default": None,
-            "help": "keyword arguments of the VecEnv class, e.g. envs_per_actor:8 on_actor_loss:\"'restart'\" "
+            "help": "keyword arguments of the VecEnv class (without --vec-env: of the task's preferred one), e.g. "
+            "n_workers:2 for --vec-env shared, envs_per_actor:8 on_actor_loss:\"'restart'\" "
             "actor_options:dict(num_cpus=1) for --vec-env ray",
         },
     ),

@@ -10,9 +10,10 @@ import os
 import re
 import shutil
 import sys
+import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from pprint import pprint
@@ -25,7 +26,7 @@ from rl_zoo3.exp_manager import ExperimentManager
 from rl_zoo3.utils import ALGOS
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import CheckpointCallback, EvalCallback
-from stable_baselines3.common.vec_env import VecEnv, VecNormalize
+from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecNormalize
 
 from sb3_ppo_ext import zoo_configs
 from sb3_ppo_ext.allow_list import nearest_short_name
@@ -39,6 +40,7 @@ from sb3_ppo_ext.safe_loading import (
     statistics_path,
     statistics_saved,
 )
+from sb3_ppo_ext.shared_memory_vec_env import EnvWorkerError, SharedMemoryVecEnv
 from sb3_ppo_ext.zoo.hyperparams import (
     check_block_keys,
     check_block_values,
@@ -196,8 +198,33 @@ class SaveVecNormalizeStatisticsCallback(SaveVecNormalizeCallback):
         return result
 
 
-#: ``--vec-env`` choices: rl-zoo3's, and ``ray`` for :class:`~sb3_ppo_ext.vec_env.RayVecEnv` (the ``ray`` extra).
-VEC_ENV_TYPES: tuple[str, ...] = ("dummy", "subproc", "ray")
+#: ``--vec-env`` choices: rl-zoo3's, ``shared`` for :class:`~sb3_ppo_ext.shared_memory_vec_env.SharedMemoryVecEnv`
+#: (several envs per worker process, one worker per usable core) and ``ray`` for
+#: :class:`~sb3_ppo_ext.vec_env.RayVecEnv` (the ``ray`` extra).
+VEC_ENV_TYPES: tuple[str, ...] = ("dummy", "subproc", "shared", "ray")
+#: The VecEnv of a task :data:`PREFERRED_VEC_ENVS` does not name, when ``--vec-env`` is not given (rl-zoo3's default).
+DEFAULT_VEC_ENV = "dummy"
+#: The VecEnv a task trains on when ``--vec-env`` is not given (any other task: :data:`DEFAULT_VEC_ENV`): ``shared``
+#: where stepping the envs in worker processes pays. Env steps per second of ``PPO.learn`` with each bundled block's
+#: hyperparameters, relative to DummyVecEnv, on an idle 2-core machine (2026-12-02, ``OMP_NUM_THREADS=1 python
+#: benchmarks/bench_vec_envs.py --rounds 3 --steps 64 --train-iterations 2 --train-rounds 3 --overhead``): Humanoid
+#: block (64 envs) 1.59x, RocketLander block (16 envs) 1.21x; the Walker2D block (16 envs) gains 1.07x only, its
+#: update taking most of an iteration, so it stays on DummyVecEnv. The flag-run blocks are the Humanoid block with
+#: longer budgets and the discrete lander's the RocketLander block with another gamma (the same envs and rollouts, not
+#: measured apart). A table here, not a key of the config blocks: plain rl-zoo3 would pass an unknown key to the model.
+PREFERRED_VEC_ENVS: dict[str, str] = {
+    "sb3_ppo_ext/Humanoid-v0": "shared",
+    "sb3_ppo_ext/HumanoidFlagrun-v0": "shared",
+    "sb3_ppo_ext/HumanoidFlagrunHarder-v0": "shared",
+    "sb3_ppo_ext/RocketLander-v0": "shared",
+    "sb3_ppo_ext/RocketLanderDiscrete-v0": "shared",
+}
+
+
+def preferred_vec_env(env_id: str) -> str:
+    """The ``--vec-env`` type ``env_id`` trains on when none is given (:data:`PREFERRED_VEC_ENVS`, else
+    :data:`DEFAULT_VEC_ENV`)."""
+    return PREFERRED_VEC_ENVS.get(env_id, DEFAULT_VEC_ENV)
 
 
 def vec_env_settings(
@@ -224,6 +251,8 @@ def vec_env_settings(
             kwargs["address"] = address
     elif address is not None:
         raise ValueError(f"--ray-address is for --vec-env ray, not --vec-env {vec_env_type}")
+    if vec_env_type == "shared":
+        vec_env_class = SharedMemoryVecEnv
     accepted = set(inspect.signature(vec_env_class.__init__).parameters) - {"self", "env_fns"}
     unknown = sorted(set(kwargs) - accepted)
     if unknown:
@@ -232,6 +261,12 @@ def vec_env_settings(
             f"{', '.join(sorted(accepted)) or 'no keyword arguments'})"
         )
     return vec_env_class, kwargs
+
+
+#: Held while :meth:`SafeExperimentManager.create_envs` builds envs: it sets rl-zoo3's VecEnv class for one build, and
+#: ``optimize --n-jobs`` builds envs in several threads. A module's lock, not the manager's: rl-zoo3 pickles the
+#: manager for ARS's asynchronous evaluation.
+_BUILDING_ENVS = threading.Lock()
 
 
 class SafeExperimentManager(ExperimentManager):
@@ -249,16 +284,53 @@ class SafeExperimentManager(ExperimentManager):
     ``.npz`` beside it. Continuing a run (``-i``) loads the model with
     :func:`~sb3_ppo_ext.safe_loading.models.load_without_pickles` and the statistics from their twin, and refuses a
     replay buffer pickle, unless ``--trust-pickles`` is given (:attr:`trust_pickles`).
+
+    The training envs step on the VecEnv of ``--vec-env``, else on the task's preferred one
+    (:data:`PREFERRED_VEC_ENVS`); with ``shared``, the evaluation envs step on DummyVecEnv, and a SharedMemoryVecEnv
+    the user did not ask for that cannot start gives way to DummyVecEnv (:meth:`vec_env_builder`).
     """
 
-    def __init__(self, args: argparse.Namespace, *positional: Any, vec_env_type: str = "dummy", **keywords: Any) -> None:
-        """rl-zoo3's set-up, with the VecEnv of :func:`vec_env_settings` (``--vec-env ray`` collects on a Ray
-        cluster, rl-zoo3 knows only ``dummy`` and ``subproc``)."""
-        keywords["vec_env_type"] = "dummy" if vec_env_type == "ray" else vec_env_type
-        super().__init__(args, *positional, **keywords)
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        algo: str,
+        env_id: str,
+        *positional: Any,
+        vec_env_type: str | None = None,
+        **keywords: Any,
+    ) -> None:
+        """rl-zoo3's set-up, with the VecEnv of :func:`vec_env_settings` (rl-zoo3 knows only ``dummy`` and ``subproc``).
+
+        :param vec_env_type: ``--vec-env``; ``None`` (not given): the task's preferred VecEnv
+            (:func:`preferred_vec_env`). With ``--vec-env-kwargs``, those are for that preferred VecEnv's class, and a
+            key it does not take is an error that says so.
+        """
+        preferred = preferred_vec_env(env_id)
+        given = vec_env_type
+        vec_env_type = given or preferred
+        keywords["vec_env_type"] = vec_env_type if vec_env_type in ("dummy", "subproc") else "dummy"
+        super().__init__(args, algo, env_id, *positional, **keywords)
+        #: The ``--vec-env`` type of the training envs: the one given, else the task's preferred one.
+        self.vec_env_type = vec_env_type
+        #: Whether a SharedMemoryVecEnv that cannot start gives way to DummyVecEnv
+        #: (:meth:`shared_memory_vec_env_or_dummy`): when it is the task's preferred VecEnv and the command line does
+        #: not name it (for a resumed run: the one its ``args.yml`` records). A VecEnv the user chose that cannot
+        #: start is an error.
+        self.vec_env_falls_back = vec_env_type == preferred and (given is None or self.resume_folder is not None)
+        #: Why SharedMemoryVecEnv could not start, once it gave way to DummyVecEnv (then the envs step in the driver).
+        self.shared_memory_failure: str | None = None
         # rl-zoo3 picks DummyVecEnv or SubprocVecEnv (mypy infers ABCMeta from its dict of the two).
         zoo_class = cast(type[VecEnv], self.vec_env_class)
-        self.vec_env_class, self.vec_env_kwargs = vec_env_settings(vec_env_type, zoo_class, args)
+        try:
+            self.vec_env_class, self.vec_env_kwargs = vec_env_settings(vec_env_type, zoo_class, args)
+        except ValueError as error:
+            if given is not None:
+                raise
+            raise ValueError(
+                f"{error}; {env_id} trains on --vec-env {vec_env_type} when --vec-env is not given: give --vec-env to "
+                "choose another"
+            ) from None
+        args.vec_env = vec_env_type  # args.yml records the VecEnv used (create_envs: its training envs')
         #: Where a ``--resume``d run continues from (set when its settings are read), else ``None``.
         self.resume_point: ResumePoint | None = None
         if self.resume_folder is not None:
@@ -382,19 +454,69 @@ class SafeExperimentManager(ExperimentManager):
                 callback.callback_on_new_best.parent = callback
 
     def create_envs(self, n_envs: int, eval_env: bool = False, no_log: bool = False) -> VecEnv:
-        """rl-zoo3's envs; a resumed run's training envs continue its monitor files
-        (:class:`~sb3_ppo_ext.zoo.resume.ContinuedMonitor`) instead of starting them again."""
-        if self.resume_point is None or eval_env or no_log:
-            return super().create_envs(n_envs, eval_env=eval_env, no_log=no_log)
-        with continued_monitors():
-            return super().create_envs(n_envs, eval_env=eval_env, no_log=no_log)
+        """rl-zoo3's envs, built by :meth:`vec_env_builder`; a resumed run's training envs continue its monitor files
+        (:class:`~sb3_ppo_ext.zoo.resume.ContinuedMonitor`) instead of starting them again. The ``--vec-env`` type
+        that steps the training envs, with its keyword arguments, is set in ``args`` (saved as ``args.yml`` once they
+        are built)."""
+        builder, kwargs = self.vec_env_builder(n_envs, eval_env=eval_env)
+        continuing = self.resume_point is not None and not eval_env and not no_log
+        with (
+            _BUILDING_ENVS,
+            patched_zoo_module(self, vec_env_class=builder, vec_env_kwargs=kwargs),
+            continued_monitors() if continuing else contextlib.nullcontext(),
+        ):
+            env = super().create_envs(n_envs, eval_env=eval_env, no_log=no_log)
+        if not eval_env and self.vec_env_type == "shared":
+            on_dummy = not isinstance(env.unwrapped, SharedMemoryVecEnv)
+            self.args.vec_env = "dummy" if on_dummy else "shared"
+            if on_dummy:  # DummyVecEnv took no keyword arguments (and a resumed run gives it none)
+                self.args.vec_env_kwargs = None
+        return env
+
+    def vec_env_builder(self, n_envs: int, *, eval_env: bool) -> tuple[Callable[..., VecEnv], dict[str, Any]]:
+        """The class (or function) that builds ``n_envs`` envs, and its keyword arguments: those of ``--vec-env``
+        (:func:`vec_env_settings`). With ``shared``, DummyVecEnv builds the evaluation envs, a single env (a worker
+        process would only add a pipe round trip per step) and every env once SharedMemoryVecEnv failed to start;
+        :meth:`shared_memory_vec_env_or_dummy` builds the others where it may fall back (:attr:`vec_env_falls_back`).
+        """
+        if self.vec_env_type != "shared":
+            return self.vec_env_class, self.vec_env_kwargs
+        if eval_env or n_envs == 1 or self.shared_memory_failure is not None:
+            return DummyVecEnv, {}
+        if self.vec_env_falls_back:
+            return self.shared_memory_vec_env_or_dummy, self.vec_env_kwargs
+        return SharedMemoryVecEnv, self.vec_env_kwargs
+
+    def shared_memory_vec_env_or_dummy(self, env_fns: Sequence[Callable[[], Any]], **kwargs: Any) -> VecEnv:
+        """A :class:`~sb3_ppo_ext.shared_memory_vec_env.SharedMemoryVecEnv` of ``env_fns``, or, when it cannot start
+        (``OSError`` / ``RuntimeError``: no ``/dev/shm``, no process start method, a worker that dies or hangs while
+        starting), a DummyVecEnv, said in one line; later envs of the run are built by DummyVecEnv too. An env that
+        raises while it is built is not a failure to start: its error is raised, as DummyVecEnv would raise it.
+
+        :param env_fns: functions that each return a new env (``make_vec_env``'s).
+        :param kwargs: the keyword arguments of SharedMemoryVecEnv (``--vec-env-kwargs``; DummyVecEnv takes none).
+        """
+        try:
+            return SharedMemoryVecEnv(env_fns, **kwargs)
+        except (OSError, RuntimeError) as error:
+            if isinstance(error, EnvWorkerError) and error.env_index is not None:
+                raise
+            first_line = next(iter(str(error).splitlines()), "")
+            self.shared_memory_failure = f"{type(error).__name__}: {first_line}"
+        ignored = f", --vec-env-kwargs {', '.join(sorted(kwargs))} ignored" if kwargs else ""
+        print(
+            f"SharedMemoryVecEnv could not start ({self.shared_memory_failure}); the envs step in this process on "
+            f"DummyVecEnv{ignored} (--vec-env chooses the VecEnv)"
+        )
+        return DummyVecEnv(list(env_fns))
 
     def learn(self, model: BaseAlgorithm) -> None:
         """rl-zoo3's training; a resumed run continues its step count, schedules and evaluation history up to the
         total budget (``-n``, else the config's ``n_timesteps``), as :mod:`~sb3_ppo_ext.zoo.resume` describes."""
         if self.resume_point is None:
             try:
-                super().learn(model)
+                with self.evaluation_env_type_accepted():
+                    super().learn(model)
             except BaseException:
                 if model.num_timesteps == 0:  # failed before its first step: nothing trained, nothing to keep
                     self.remove_unstarted_run()
@@ -417,7 +539,8 @@ class SafeExperimentManager(ExperimentManager):
             kwargs["callback"] = self.callbacks
         try:
             if remaining > 0:
-                model.learn(remaining, reset_num_timesteps=False, **kwargs)
+                with self.evaluation_env_type_accepted():
+                    model.learn(remaining, reset_num_timesteps=False, **kwargs)
         except KeyboardInterrupt:  # as rl-zoo3: keep the model trained so far
             pass
         finally:
@@ -426,6 +549,16 @@ class SafeExperimentManager(ExperimentManager):
             with contextlib.suppress(EOFError):
                 if model.env is not None:
                     model.env.close()
+
+    @contextmanager
+    def evaluation_env_type_accepted(self) -> Iterator[None]:
+        """While models learn: with ``shared``, SB3's ``EvalCallback`` warning that the evaluation env is not of the
+        training env's type is silenced, since the evaluation envs step on DummyVecEnv by design
+        (:meth:`vec_env_builder`); other warnings are shown as before."""
+        with warnings.catch_warnings():
+            if self.vec_env_type == "shared":
+                warnings.filterwarnings("ignore", "Training and eval env are not of the same type", UserWarning)
+            yield
 
     def checkpoint_statistics_path(self) -> str | None:
         """The ``VecNormalize`` statistics saved with the ``-i`` model when it is a checkpoint
@@ -522,7 +655,8 @@ class SafeExperimentManager(ExperimentManager):
         if self.algo == ALGORITHM_NAME and pinned:
             samplers[self.algo] = functools.partial(sample_ppo_ext_params, pinned=pinned)
         try:
-            super().hyperparameters_optimization()
+            with self.evaluation_env_type_accepted():
+                super().hyperparameters_optimization()
         finally:
             if original is not None:
                 samplers[self.algo] = original
@@ -562,7 +696,8 @@ def to_plain_yaml(value: Any) -> Any:
 
 @contextmanager
 def patched_zoo_module(module: Any, **replacements: Any) -> Iterator[None]:
-    """Temporarily replace module-level names of an rl-zoo3 script (its ``StoreDict``, ``ExperimentManager``)."""
+    """Temporarily replace module-level names of an rl-zoo3 script (its ``StoreDict``, ``ExperimentManager``), or
+    attributes of an object."""
     originals = {name: getattr(module, name) for name in replacements}
     for name, value in replacements.items():
         setattr(module, name, value)

@@ -264,7 +264,12 @@ def last_elapsed_time(path: str) -> float:
 
 @contextlib.contextmanager
 def continued_monitors() -> Iterator[None]:
-    """While envs are made with SB3's ``make_vec_env``, wrap them in :class:`ContinuedMonitor`."""
+    """While envs are made with SB3's ``make_vec_env``, wrap them in :class:`ContinuedMonitor`.
+
+    Envs built in worker processes (``SubprocVecEnv``, ``SharedMemoryVecEnv``) get it too when the VecEnv is
+    constructed inside the block: their constructors send ``make_vec_env``'s env functions to the workers with
+    cloudpickle, which pickles such a local function by value with the values its globals (``Monitor`` here) hold at
+    that moment (``tests/test_zoo_vec_env.py`` checks a resumed run's monitor files on ``SharedMemoryVecEnv``)."""
     # Replacing SB3's class for the block is the point; mypy refuses assignments to a class name, hence the ignores.
     original = env_util.Monitor
     env_util.Monitor = ContinuedMonitor  # type: ignore[misc]

@@ -20,6 +20,9 @@ DONE_FILE = "done.json"
 FINAL_EVAL_SEED = 10_000
 #: The file of a cell's final evaluation (``evaluate``), in its folder.
 FINAL_EVAL_FILE = "final_eval.json"
+#: The VecEnv of every cell, new or resumed: the grid runs one cell per core (``--num-threads 1``), so a cell's envs
+#: step in its own process rather than in worker processes of the task's preferred VecEnv.
+CELL_VEC_ENV: tuple[str, ...] = ("--vec-env", "dummy")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +72,7 @@ class Cell:
             folder,
             "--num-threads",
             "1",
+            *CELL_VEC_ENV,
             "--eval-freq",
             str(self.eval_freq),
             "--eval-episodes",
@@ -89,7 +93,7 @@ class Cell:
 
     def resume_argv(self, run_folder: str) -> list[str]:
         """The ``sb3-ppo-ext train`` arguments that continue this cell's interrupted run from its newest checkpoint."""
-        argv = ["train", "--resume", run_folder, "--num-threads", "1", "--no-progress"]
+        argv = ["train", "--resume", run_folder, "--num-threads", "1", *CELL_VEC_ENV, "--no-progress"]
         if self.n_timesteps is not None:
             argv += ["-n", str(self.n_timesteps)]
         if self.save_freq is not None:
