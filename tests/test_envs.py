@@ -368,7 +368,7 @@ TRAJECTORY_CASES: dict[str, tuple[str, dict, int, int | None]] = {
         200,
         None,
     ),
-    "humanoid": ("sb3_ppo_ext/Humanoid-v0", {}, 300, None),
+    "humanoid": ("sb3_ppo_ext/Humanoid-v0", {"foot_contacts": "current"}, 300, None),
     "humanoid_previous_contacts": (
         "sb3_ppo_ext/Humanoid-v0",
         {"foot_contacts": "previous", "feet_collision_weight": -1.0},

@@ -111,6 +111,15 @@ def test_run_layout_is_rl_zoo3s(walker_run):
     assert list(get_trained_models(str(walker_run)).values()) == [("ppo_ext", WALKER)]
 
 
+def test_a_run_records_the_foot_contact_flags_it_trained_with(walker_run):
+    # Written out though the command line and config did not give them: enjoy and --resume read these files, and the
+    # run keeps its task if a later version changes the default.
+    params = os.path.join(run_folder(walker_run, WALKER), "sb3_ppo_ext-Walker2D-v0")
+    for name in ("args.yml", "config.yml"):
+        with open(os.path.join(params, name)) as file:
+            assert yaml.safe_load(file)["env_kwargs"] == {"foot_contacts": "current"}, name
+
+
 def test_enjoy_headless(walker_run, capsys, monkeypatch):
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)

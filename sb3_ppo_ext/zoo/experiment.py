@@ -32,6 +32,7 @@ from sb3_ppo_ext import zoo_configs
 from sb3_ppo_ext.allow_list import nearest_short_name
 from sb3_ppo_ext.callbacks import LiveViewCallback, RotatingCheckpointCallback, VideoRecorderCallback
 from sb3_ppo_ext.ppo import PPO
+from sb3_ppo_ext.pretrained.saving import recorded_env_kwargs
 from sb3_ppo_ext.safe_loading import (
     load_vecnormalize_without_pickles,
     load_without_pickles,
@@ -664,7 +665,9 @@ class SafeExperimentManager(ExperimentManager):
     def _save_config(self, saved_hyperparams: dict[str, Any]) -> None:
         """Write ``config.yml``, ``args.yml`` and ``command.txt`` like rl-zoo3, as plain YAML (no Python tags); a
         resumed run keeps its files, but for its new budget and checkpoint frequency
-        (:func:`~sb3_ppo_ext.zoo.resume.record_run_plan`), and adds its command line to ``command.txt``."""
+        (:func:`~sb3_ppo_ext.zoo.resume.record_run_plan`), and adds its command line to ``command.txt``. A new run's
+        ``env_kwargs`` in both files name the task's version-dependent defaults it trained with
+        (:func:`~sb3_ppo_ext.pretrained.saving.recorded_env_kwargs`)."""
         command = " ".join(getattr(sys, "orig_argv", ["python3", *sys.argv]))
         if self.resume_point is not None:
             record_run_plan(self.params_path, self.args)
@@ -672,6 +675,12 @@ class SafeExperimentManager(ExperimentManager):
                 file.write(f"\n{command}")
             print(f"Log path: {self.save_path}")
             return
+        env_kwargs = recorded_env_kwargs(self.env_name.gym_id, self.env_kwargs)
+        if env_kwargs != self.env_kwargs:
+            # The task's version-dependent defaults (a locomotion task's foot-contact flags) written out, so that
+            # `enjoy` and `train --resume` (which read both files) keep this run's task if a later version changes one.
+            saved_hyperparams = {**saved_hyperparams, "env_kwargs": env_kwargs}
+            self.args.env_kwargs = env_kwargs
         with open(os.path.join(self.params_path, "config.yml"), "w") as file:
             yaml.safe_dump(to_plain_yaml(saved_hyperparams), file)
         arguments = vars(self.args)
