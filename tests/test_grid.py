@@ -143,6 +143,21 @@ def test_collect_reads_evaluations_and_wall_clock(tmp_path):
     assert grid.read_csv(str(path))[1]["finished"] is False
 
 
+def test_read_csv_takes_empty_cells_as_nan(tmp_path):
+    """A grid CSV joined by pandas or a spreadsheet writes NaN as an empty cell; it reads back as NaN."""
+    fields = dict.fromkeys(grid.CSV_FIELDS, "")
+    fields.update(task="T", variant="a", seed="0", kind="periodic", timesteps="2000", episodes="10")
+    fields.update(eval_mean="12.5", eval_std="1.0", finished="True")
+    path = tmp_path / "joined.csv"
+    with open(path, "w", newline="") as stream:
+        writer = csv.DictWriter(stream, fieldnames=grid.CSV_FIELDS)
+        writer.writeheader()
+        writer.writerow(fields)
+    (row,) = grid.read_csv(str(path))
+    assert row["eval_mean"] == 12.5 and row["finished"] is True and row["success_rate"] is None
+    assert np.isnan(row["wall_s"]) and np.isnan(row["eval_length"]) and np.isnan(row["train_std"])
+
+
 def test_report_mean_iqm_and_time_to_score(tmp_path):
     for seed, final in enumerate([100.0, 200.0, 300.0, 1000.0]):
         fake_run(tmp_path, "T", "a", seed, [(1000, 10.0), (2000, final)], [[(5.0, 1000), (9.0, 1000)]])

@@ -183,8 +183,9 @@ def write_csv(rows: Sequence[dict[str, Any]], path: str) -> None:
 
 
 def read_csv(path: str) -> list[dict[str, Any]]:
-    """The rows of a CSV written by :func:`write_csv`: the numeric columns as numbers, ``finished`` as a bool, an
-    empty ``success_rate`` as ``None`` and a missing training value as NaN."""
+    """The rows of a CSV written by :func:`write_csv` (or joined from several by a spreadsheet or pandas, which write
+    NaN as an empty cell): the numeric columns as numbers, ``finished`` as a bool, an empty ``success_rate`` as
+    ``None``, and an empty ``wall_s``, evaluation length or training value as NaN."""
     with open(path, encoding="utf-8") as stream:
         return [
             {
@@ -194,7 +195,7 @@ def read_csv(path: str) -> list[dict[str, Any]]:
                 "episodes": int(row["episodes"]),
                 "eval_mean": float(row["eval_mean"]),
                 "eval_std": float(row["eval_std"]),
-                "wall_s": float(row["wall_s"]),
+                "wall_s": float(row["wall_s"] or "nan"),
                 "finished": row["finished"] == "True",
                 "success_rate": float(row["success_rate"]) if row.get("success_rate") else None,
                 **{key: float(row.get(key) or "nan") for key in CSV_FIELDS if key.startswith(("train_", "eval_length"))},
