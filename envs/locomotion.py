@@ -496,6 +496,18 @@ class LocomotionEnv(gymnasium.Env):
     default_foot_contacts: str = "current"
     reward_terms: tuple[str, ...] = ("alive", "progress", "electricity", "stall_torque", "joints_at_limit", "feet_collision")
 
+    @classmethod
+    def recorded_kwargs(cls, env_kwargs: dict[str, Any]) -> dict[str, Any]:
+        """``env_kwargs`` with the settings whose default may change between versions written out, as the task
+        resolves them: ``foot_contacts`` (:attr:`default_foot_contacts`, or ``"previous"`` with the
+        ``late_foot_contacts`` quirk). A run or an agent that records these keeps its task if a default changes.
+
+        :raises ValueError: for a ``reference_quirks`` or ``foot_contacts`` the task does not take.
+        """
+        quirks = check_quirks(env_kwargs.get("reference_quirks", False))
+        foot_contacts = resolve_foot_contacts(env_kwargs.get("foot_contacts"), quirks, cls.default_foot_contacts)
+        return {**env_kwargs, "foot_contacts": foot_contacts}
+
     def __init__(
         self,
         render_mode: str | None = None,

@@ -409,7 +409,11 @@ def test_an_agent_records_the_contact_flags_it_was_trained_with():
     assert recorded_env_kwargs("sb3_ppo_ext/Walker2D-v0", None) == {"foot_contacts": "current"}
     assert recorded_env_kwargs("sb3_ppo_ext/Humanoid-v0", {"foot_contacts": "previous"}) == {"foot_contacts": "previous"}
     assert recorded_env_kwargs("sb3_ppo_ext/Walker2D-v0", {"reference_quirks": True})["foot_contacts"] == "previous"
+    assert recorded_env_kwargs("sb3_ppo_ext/Humanoid-v0", {}) == {"foot_contacts": "previous"}
+    assert recorded_env_kwargs("sb3_ppo_ext/HumanoidFlagrun-v0", {}) == {"foot_contacts": "current"}
     assert recorded_env_kwargs("sb3_ppo_ext/RocketLander-v0", {}) == {}  # no contact flags to choose
+    with pytest.raises(ValueError, match="foot_contacts"):  # the task's own check, not a silent record
+        recorded_env_kwargs("sb3_ppo_ext/Walker2D-v0", {"reference_quirks": True, "foot_contacts": "current"})
     for env_id in list_pretrained():
         if env_id.startswith(("sb3_ppo_ext/Walker2D", "sb3_ppo_ext/Humanoid")):
             assert read_agent(env_id)[1]["env_kwargs"].get("foot_contacts") in ("current", "previous"), env_id

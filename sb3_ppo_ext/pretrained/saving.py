@@ -38,17 +38,13 @@ def _policy_alias(model: Any) -> str:
 
 def recorded_env_kwargs(env_id: str, env_kwargs: dict[str, Any] | None) -> dict[str, Any]:
     """``env_kwargs`` with the task's version-dependent defaults written out, so that the agent keeps playing the
-    task it was trained on if a later version changes a default: a locomotion task's ``foot_contacts`` (its
-    ``default_foot_contacts`` unless the kwargs choose, directly or through the ``late_foot_contacts`` quirk)."""
+    task it was trained on if a later version changes a default: what the task class's ``recorded_kwargs``
+    returns (a locomotion task's ``foot_contacts``), unchanged for a task without one."""
     kwargs = dict(env_kwargs or {})
     entry_point = gym.spec(env_id).entry_point
     creator = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
-    default = getattr(creator, "default_foot_contacts", None)
-    quirks = kwargs.get("reference_quirks", False)
-    late = quirks is True or (not isinstance(quirks, bool) and "late_foot_contacts" in quirks)
-    if isinstance(default, str) and "foot_contacts" not in kwargs:
-        kwargs["foot_contacts"] = "previous" if late else default
-    return kwargs
+    recorded_kwargs = getattr(creator, "recorded_kwargs", None)
+    return dict(recorded_kwargs(kwargs)) if callable(recorded_kwargs) else kwargs
 
 
 def save_pretrained(
