@@ -174,6 +174,16 @@ def test_report_mean_iqm_and_time_to_score(tmp_path):
     assert grid.time_to_score(rows[:2], 5.0) == (rows[0]["wall_s"], 1000)
 
 
+def test_report_joins_several_csvs(tmp_path, capsys):
+    """``report A.csv B.csv`` reports the variants of both grids side by side, as one CSV of all their rows."""
+    for variant, final in (("a", 100.0), ("b", 300.0)):
+        fake_run(tmp_path / variant, "T", variant, 0, [(1000, 10.0), (2000, final)], [[(5.0, 1000), (9.0, 1000)]])
+        grid.write_csv(grid.collect(str(tmp_path / variant)), str(tmp_path / f"{variant}.csv"))
+    assert grid.main(["report", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"), "--include-unfinished", "--reps", "50"]) == 0
+    text = capsys.readouterr().out
+    assert "| a | 0 | 100 |" in text and "| b | 0 | 300 |" in text
+
+
 def test_report_counts_successes_where_the_task_reports_them(tmp_path):
     fake_run(tmp_path, "R", "a", 0, [(1000, 10.0), (2000, 50.0)], [[(5.0, 1000)]], successes=[[0, 0], [1, 0]])
     fake_run(tmp_path, "R", "a", 1, [(1000, 10.0), (2000, 60.0)], [[(5.0, 1000)]], successes=[[0, 1], [1, 1]])

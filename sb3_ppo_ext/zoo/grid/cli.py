@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     final.add_argument("--episodes", type=int, default=100)
     final.add_argument("--tasks", nargs="+", default=None, help="only these tasks")
     summary = commands.add_parser("report", help="mean, IQM and 95%% CIs per task and variant; learning curves")
-    summary.add_argument("csv")
+    summary.add_argument("csv", nargs="+", help="one or more CSVs of `collect` (e.g. two grids' variants side by side)")
     summary.add_argument("--at", type=float, default=None, help="score at this step budget (default: last eval)")
     summary.add_argument(
         "--threshold",
@@ -167,8 +167,8 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser, relative_to:
 
 
 def _report(args: argparse.Namespace) -> int:
-    """``report``: the tables of the CSV's runs (finished ones unless ``--include-unfinished``), and the plot."""
-    rows = [row for row in read_csv(args.csv) if row["finished"] or args.include_unfinished]
+    """``report``: the tables of the CSVs' runs (finished ones unless ``--include-unfinished``), and the plot."""
+    rows = [row for path in args.csv for row in read_csv(path) if row["finished"] or args.include_unfinished]
     at = None if args.at is None else int(args.at)
     print(report(rows, at=at, threshold=_thresholds(args.threshold), reps=args.reps))
     if args.curve_steps:
