@@ -232,7 +232,7 @@ def test_a_stopped_grid_records_the_session_of_each_running_cell_and_starts_no_o
     path = write_grid(tmp_path, "tasks:\n  CartPole-v1: {seeds: [0, 1], n_timesteps: 1024}\n")
     first, second = grid.load_grid(path)
     root = str(tmp_path / "runs")
-    monkeypatch.setattr(grid_run, "_sb3_ppo_ext_command", lambda: [sys.executable, "-c", "import time; time.sleep(60)"])
+    monkeypatch.setattr(grid_run, "sb3_ppo_ext_command", lambda: [sys.executable, "-c", "import time; time.sleep(60)"])
     outcome = []
     worker = threading.Thread(target=lambda: outcome.append(grid.run_cell(first, root)))
     worker.start()

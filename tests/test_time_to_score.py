@@ -49,9 +49,9 @@ def result(contender: str, seed: int, to_threshold: float | None, run: float) ->
 
 def test_the_evaluations_are_read_from_the_run_folder_and_the_first_reaching_one_found(tmp_path):
     seed_folder = tmp_path / "ours" / "seed_0"
-    assert time_to_score.read_evaluations(time_to_score._run_folder(str(seed_folder)))[0].size == 0
+    assert time_to_score.read_evaluations(time_to_score.cell_run_folder(str(seed_folder)))[0].size == 0
     path = write_evaluations(seed_folder / "ppo_ext" / "T-v0_1", [1000, 2000, 3000], [[10, 12], [20, 30], [40, 50]])
-    timesteps, means = time_to_score.read_evaluations(time_to_score._run_folder(str(seed_folder)))
+    timesteps, means = time_to_score.read_evaluations(time_to_score.cell_run_folder(str(seed_folder)))
     np.testing.assert_array_equal(timesteps, [1000, 2000, 3000])
     np.testing.assert_allclose(means, [11.0, 25.0, 45.0])
     assert time_to_score.first_reaching(means, 25.0) == 1  # at least the threshold counts
@@ -159,7 +159,8 @@ def test_a_real_run_is_stopped_at_the_threshold(tmp_path, monkeypatch, capsys):
     assert run.best_eval >= 15
     assert run.peak_rss_mib > 100  # torch alone is more
     assert not time_to_score.group_alive(run.pid)
-    timesteps, means = time_to_score.read_evaluations(time_to_score._run_folder(str(tmp_path / "runs" / "ours" / "seed_0")))
+    run_folder = time_to_score.cell_run_folder(str(tmp_path / "runs" / "ours" / "seed_0"))
+    timesteps, means = time_to_score.read_evaluations(run_folder)
     assert timesteps[time_to_score.first_reaching(means, 15)] == run.steps_at_threshold
     (row,) = csv.DictReader(csv_path.open())
     assert row["reached"] == "True" and int(row["steps_at_threshold"]) == run.steps_at_threshold

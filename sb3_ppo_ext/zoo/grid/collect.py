@@ -58,7 +58,7 @@ def training_clock(run_folder: str) -> tuple[np.ndarray, np.ndarray]:
     return np.cumsum(np.asarray(lengths)[order]), np.asarray(ends)[order] - min(starts)
 
 
-def _run_folder(cell_folder: str) -> str | None:
+def cell_run_folder(cell_folder: str) -> str | None:
     """rl-zoo3's ``<algo>/<env>_<n>`` folder inside a cell folder (the newest when there are several)."""
     candidates = sorted(glob.glob(os.path.join(cell_folder, "*", "*", "evaluations.npz")), key=os.path.getmtime)
     return os.path.dirname(candidates[-1]) if candidates else None
@@ -109,7 +109,7 @@ def collect(root: str) -> list[dict[str, Any]]:
     for seed_folder in sorted(glob.glob(os.path.join(root, "*", "*", "seed_*"))):
         if not os.path.isdir(seed_folder) or ".interrupted-" in seed_folder:
             continue
-        run_folder = _run_folder(seed_folder)
+        run_folder = cell_run_folder(seed_folder)
         if run_folder is None:
             continue
         task_folder, variant = os.path.split(os.path.dirname(seed_folder))

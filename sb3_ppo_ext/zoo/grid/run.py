@@ -22,7 +22,8 @@ from sb3_ppo_ext.callbacks.checkpoint import find_latest_checkpoint
 from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, Cell
 
 
-def _sb3_ppo_ext_command() -> list[str]:
+def sb3_ppo_ext_command() -> list[str]:
+    """The command that starts this package's CLI: the venv's ``sb3-ppo-ext`` script, else ``python -m sb3_ppo_ext``."""
     script = shutil.which("sb3-ppo-ext", path=os.path.dirname(sys.executable))
     return [script] if script else [sys.executable, "-m", "sb3_ppo_ext"]
 
@@ -68,7 +69,7 @@ def run_cell(cell: Cell, root: str) -> str:
     with open(os.path.join(folder, "train.log"), "a", encoding="utf-8") as log:
         log.write(shlex.join(["sb3-ppo-ext", *argv]) + "\n")
         log.flush()
-        process = subprocess.Popen([*_sb3_ppo_ext_command(), *argv], stdout=log, stderr=subprocess.STDOUT, env=env)
+        process = subprocess.Popen([*sb3_ppo_ext_command(), *argv], stdout=log, stderr=subprocess.STDOUT, env=env)
         _TRAINING.add(process)
         if _STOPPING.is_set():  # stopped while this cell was starting, before the signal could reach it
             process.send_signal(signal.SIGTERM)
