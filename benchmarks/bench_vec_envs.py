@@ -1,5 +1,6 @@
 """Throughput and memory of the local VecEnvs on the bundled blocks: DummyVecEnv, SubprocVecEnv, SharedMemoryVecEnv
-(and RayVecEnv with ``--vec-envs ... ray``), side by side in one run.
+(its default, the driver stepping one block of envs and ``--workers`` - 1 workers the others; and ``shared_waiting``:
+``--workers`` workers, the driver waiting for them) and RayVecEnv with ``--vec-envs ... ray``, side by side in one run.
 
 Not a test: prints, for each block of ``zoo_configs/ppo_ext.yml`` chosen with ``--blocks`` (Humanoid: 64 envs,
 Walker2D: 16, RocketLander: 16; ``--n-envs`` overrides):
@@ -15,7 +16,8 @@ Walker2D: 16, RocketLander: 16; ``--n-envs`` overrides):
    in the same way; and where the time of one iteration goes: collection, of which waiting in ``step_wait`` (the
    envs stepping, in the driver for DummyVecEnv, in the workers otherwise), and the update.
 3. With ``--overhead``: the per-step cost of the communication, on CartPole (a few microseconds of env work): time
-   per ``step`` of DummyVecEnv, SubprocVecEnv and SharedMemoryVecEnv with one worker, for 1 and 8 envs.
+   per ``step`` of DummyVecEnv, SubprocVecEnv and SharedMemoryVecEnv with one worker (the driver waiting), for 1 and 8
+   envs.
 4. Memory: the driver's resident memory grown while building and running each VecEnv, plus the peak resident
    memory of each of its worker processes (``VmHWM`` in ``/proc``; Linux), summed. RayVecEnv's processes are Ray's
    and are not counted.
@@ -25,8 +27,8 @@ SubprocVecEnv (one process per env, about 220 MB each with torch imported) is le
 
 Full run (a quiet machine; an estimate of 10 to 20 minutes on 2 cores, not yet timed):
 ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_vec_envs.py --rounds 3 --steps 64 --train-iterations 2
---train-rounds 3 --overhead`` (add ``ray`` to ``--vec-envs dummy subproc shared`` for RayVecEnv, with the ray
-extra). A smoke run that only shows it works: ``--n-envs 4 --steps 4 --rounds 1 --train-iterations 1 --train-rounds 1
+--train-rounds 3 --overhead`` (add ``ray`` to ``--vec-envs dummy subproc shared shared_waiting`` for RayVecEnv, with
+the ray extra). A smoke run that only shows it works: ``--n-envs 4 --steps 4 --rounds 1 --train-iterations 1 --train-rounds 1
 --n-steps 16 --overhead --calls 50``.
 """
 
@@ -60,6 +62,7 @@ VEC_ENV_NAMES: dict[str, str] = {
     "dummy": "DummyVecEnv",
     "subproc": "SubprocVecEnv",
     "shared": "SharedMemoryVecEnv",
+    "shared_waiting": "SharedMemoryVecEnv, driver waiting",
     "ray": "RayVecEnv",
 }
 REFERENCE = "DummyVecEnv"
@@ -144,14 +147,16 @@ def build_vec_env(kind: str, env_id: str, n_envs: int, workers: int) -> VecEnv:
         return make_vec_env(env_id, n_envs, seed=0, vec_env_cls=DummyVecEnv)
     if kind == "subproc":
         return make_vec_env(env_id, n_envs, seed=0, vec_env_cls=SubprocVecEnv)
-    if kind == "shared":
+    if kind in ("shared", "shared_waiting"):
+        # `workers` processes step envs: with the driver stepping the last block (the default), one worker fewer
+        driver_steps = kind == "shared"
         # make_vec_env's annotation names only SB3's two classes; any VecEnv taking env_fns works
         return make_vec_env(
             env_id,
             n_envs,
             seed=0,
             vec_env_cls=SharedMemoryVecEnv,  # type: ignore[arg-type]
-            vec_env_kwargs={"n_workers": workers},
+            vec_env_kwargs={"n_workers": max(1, workers - 1) if driver_steps else workers, "step_in_driver": driver_steps},
         )
     if kind == "ray":
         from sb3_ppo_ext.vec_env import RayVecEnv
@@ -188,10 +193,10 @@ def alternate(subjects: list[Subject], run: Callable[[Any], int], rounds: int) -
 
 
 def print_table(title: str, subjects: list[Subject], extra: dict[str, str] | None = None, extra_title: str = "") -> None:
-    print(f"\n{title}\n{'VecEnv':<20}{'steps/s':>10}{'/ Dummy':>9}{'CPU us/step':>13}{'memory MiB':>12}  {extra_title}")
+    print(f"\n{title}\n{'VecEnv':<36}{'steps/s':>10}{'/ Dummy':>9}{'CPU us/step':>13}{'memory MiB':>12}  {extra_title}")
     for subject in subjects:
         print(
-            f"{subject.name:<20}{statistics.median(subject.rates):>10.0f}{statistics.median(subject.ratios):>9.2f}"
+            f"{subject.name:<36}{statistics.median(subject.rates):>10.0f}{statistics.median(subject.ratios):>9.2f}"
             f"{statistics.median(subject.cpu_us):>13.0f}{subject.memory_mib():>12.0f}  "
             f"{(extra or {}).get(subject.name, '')}"
         )
@@ -314,7 +319,11 @@ def bench_overhead(calls: int) -> None:
     for n_envs in (1, 8):
         vec_envs = [
             make_vec_env("CartPole-v1", n_envs, seed=0, vec_env_cls=cls, vec_env_kwargs=kwargs)  # type: ignore[arg-type]
-            for cls, kwargs in ((DummyVecEnv, None), (SubprocVecEnv, None), (SharedMemoryVecEnv, {"n_workers": 1}))
+            for cls, kwargs in (
+                (DummyVecEnv, None),
+                (SubprocVecEnv, None),
+                (SharedMemoryVecEnv, {"n_workers": 1, "step_in_driver": False}),
+            )
         ]
         actions = np.zeros((calls, n_envs), dtype=np.int64)
         try:
@@ -341,10 +350,16 @@ def main() -> None:
         "--vec-envs",
         nargs="+",
         choices=list(VEC_ENV_NAMES),
-        default=["dummy", "subproc", "shared"],
+        default=["dummy", "subproc", "shared", "shared_waiting"],
         help="VecEnvs to compare (DummyVecEnv always; ray needs the ray extra)",
     )
-    parser.add_argument("--workers", type=int, default=2, help="SharedMemoryVecEnv workers (and RayVecEnv actors)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        help="processes stepping envs: SharedMemoryVecEnv's workers (with the driver stepping a block: the driver and "
+        "one worker fewer), RayVecEnv's actors",
+    )
     parser.add_argument("--n-envs", type=int, default=None, help="envs of every block (default: the block's n_envs)")
     parser.add_argument(
         "--subproc-max-envs",

@@ -9,22 +9,21 @@ with the seeds of ``seed()`` and the options of ``set_options()`` used once, ``r
 seeds, step for step: observations in the observation space's dtype and rewards as float32 (``DummyVecEnv``'s
 buffers; ``SubprocVecEnv`` returns rewards as the envs give them).
 
-**What it changes.** ``n_workers`` processes (default: one per usable core) each hold a contiguous block of the
-envs and step them one after the other, instead of one process per env. The actions, observations, rewards and
-dones of a step travel through one shared-memory segment; the pipe to each worker carries a one-byte "step" and,
-back, an empty answer unless an env returned a non-empty ``info`` or ended its episode (then the infos of those envs,
-``terminal_observation`` and ``reset_info`` included, are pickled). Nothing else is pickled per step. Actions that
-do not match the shared action buffer (another dtype or shape) are pickled instead, so that every env sees exactly
-the action it was given.
+**What it changes.** ``n_workers`` processes each hold a contiguous block of the envs and step them one after the
+other, instead of one process per env; by default (``step_in_driver``) the driver steps the last block itself while
+the workers step theirs, instead of sleeping until they answer, so that one process per core steps envs and no pipe
+round trip is spent on the driver's block. The actions, observations, rewards and dones of a step travel through
+one shared-memory segment; the pipe to each worker carries a one-byte "step" and, back, an empty answer unless an
+env returned a non-empty ``info`` or ended its episode (then the infos of those envs, ``terminal_observation`` and
+``reset_info`` included, are pickled). Nothing else is pickled per step. Actions that do not match the shared action
+buffer (another dtype or shape) are pickled instead, so that every env sees exactly the action it was given.
 
 **What it gains (measured).** ``benchmarks/bench_vec_envs.py`` compares it with ``DummyVecEnv`` and
-``SubprocVecEnv`` on the bundled blocks. So far measured only on the 2-core development machine while it ran other
-jobs (load average 11-20, 2026-12-02), where wall-clock rates say nothing about an idle machine; what such a run
-does show, for the Humanoid block's 64 envs in 2 workers: the same CPU time per env step as ``DummyVecEnv`` within
-the noise (841 against 805 microseconds, driver and workers together: the pipe round trips and the pickled infos,
-about 47 microseconds per 32 env steps, are a small share of a PyBullet step), 2 processes where ``SubprocVecEnv``
-needs 64 (about 14 GB), 2.4 GB of memory in all against 1.9 GB for the same envs in the driver. Its speed-up on an
-idle machine is still to be measured.
+``SubprocVecEnv`` on the bundled blocks (docs/results/scale_out_results.md). Env steps per second of ``PPO.learn``
+with each block's hyperparameters, relative to ``DummyVecEnv``, on an idle 2-core machine with two workers and the
+driver waiting (2026-12-02): Humanoid block (64 envs) 1.59x, RocketLander block (16 envs) 1.21x, Walker2D block
+(16 envs) 1.07x; env-only stepping of the Humanoid's envs 1.84x. Memory: 2 processes where ``SubprocVecEnv`` needs
+64 for the Humanoid block (about 14 GB); 2.4 GB in all against 1.9 GB for the same envs in the driver.
 
 **What it guards.**
 
@@ -56,6 +55,7 @@ must guard its entry point with ``if __name__ == "__main__":``.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import pickle
@@ -103,9 +103,11 @@ FATAL_COMMANDS = frozenset({"start", "attach", "step", "reset"})
 
 class EnvWorkerError(RuntimeError):
     """A worker process of a :class:`SharedMemoryVecEnv` failed: one of its envs raised in ``step`` / ``reset`` or
-    while being built, it died, or it did not answer in time. The VecEnv is closed when this is raised.
+    while being built, it died, or it did not answer in time; or an env of the block the driver steps itself raised
+    in ``step`` / ``reset`` or while being built. The VecEnv is closed when this is raised.
 
-    :param worker_index: position of the worker (its envs are a contiguous block, in order).
+    :param worker_index: position of the worker (its envs are a contiguous block, in order); ``None``: the driver
+        process (``step_in_driver``).
     :param pid: its process id.
     :param env_indices: the indices of the envs it held.
     :param env_index: the env that raised, where one did (``None``: the whole worker failed).
@@ -115,7 +117,7 @@ class EnvWorkerError(RuntimeError):
 
     def __init__(
         self,
-        worker_index: int,
+        worker_index: int | None,
         pid: int | None,
         env_indices: Sequence[int],
         env_index: int | None,
@@ -127,12 +129,13 @@ class EnvWorkerError(RuntimeError):
         self.env_indices = list(env_indices)
         self.env_index = env_index
         self.remote_traceback = remote_traceback
-        subject = f"env {env_index} in worker {worker_index}" if env_index is not None else f"worker {worker_index}"
+        holder = "the driver" if worker_index is None else f"worker {worker_index}"
+        subject = f"env {env_index} in {holder}" if env_index is not None else holder
         message = (
             f"{subject} (pid {pid}, holding envs {self.env_indices}) {what}; the workers were stopped and the VecEnv closed"
         )
         if remote_traceback:
-            message += f"\n\nWorker traceback:\n{remote_traceback.rstrip()}"
+            message += f"\n\n{'Traceback' if worker_index is None else 'Worker traceback'}:\n{remote_traceback.rstrip()}"
         super().__init__(message)
 
 
@@ -188,10 +191,16 @@ def shared_action_shape(action_space: spaces.Space) -> tuple[tuple[int, ...], np
     return tuple(action_space.shape), np.dtype(action_space.dtype)
 
 
-def default_n_workers(n_envs: int) -> int:
-    """One worker per core this process may run on, at most one per env."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(n_envs, cores))
+def usable_cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def default_n_workers(n_envs: int, step_in_driver: bool = False) -> int:
+    """One process per core this process may run on, the driver counting as one where it steps envs
+    (``step_in_driver``); at least one worker, and at most one process per env."""
+    processes = max(1, min(n_envs, usable_cores()))
+    return max(1, processes - 1) if step_in_driver else processes
 
 
 # -- the worker process ------------------------------------------------------------------------------------------------
@@ -222,7 +231,12 @@ class _EnvWorker:
     def attach(self, name: str, arrays: list[SharedArray], observation_keys: list[Any], block: range) -> None:
         """Map the shared segment and keep views of this worker's rows of each array."""
         self.segment = SharedMemory(name=name)
-        views = {array.name: array.view(self.segment)[block.start : block.stop] for array in arrays}
+        self.use_rows({array.name: array.view(self.segment) for array in arrays}, observation_keys, block)
+
+    def use_rows(self, arrays: dict[str, np.ndarray], observation_keys: list[Any], block: range) -> None:
+        """Keep views of this block's rows of each array of all envs (the driver's own block: its views of the
+        segment, which it has mapped already)."""
+        views = {name: array[block.start : block.stop] for name, array in arrays.items()}
         self.observation_keys = observation_keys
         self.observations = [views[f"observation{position}"] for position in range(len(observation_keys))]
         self.rewards, self.dones, self.actions = views["rewards"], views["dones"], views.get("actions")
@@ -393,6 +407,8 @@ class _Resources:
     def __init__(self) -> None:
         self.processes: list[Any] = []
         self.connections: list[Connection] = []
+        #: the envs the driver steps itself (``step_in_driver``): their views of the segment go before it is unmapped
+        self.driver_envs: _EnvWorker | None = None
         self.segment: SharedMemory | None = None
         self.segment_linked = False
         #: the driver's numpy views of the segment, dropped before it is unmapped
@@ -423,6 +439,8 @@ class _Resources:
                 process.join()
         for connection in self.connections:
             connection.close()
+        if self.driver_envs is not None:
+            self.driver_envs.detach()
         self.arrays.clear()
         self.unlink_segment()
         if self.segment is not None:
@@ -437,8 +455,11 @@ class SharedMemoryVecEnv(VecEnv):
 
     :param env_fns: functions that each return a new env (sent to the workers with cloudpickle, as
         ``SubprocVecEnv`` does).
-    :param n_workers: worker processes (>= 1, at most ``len(env_fns)``); default: one per core this process may run
-        on, at most one per env. Envs are split into contiguous blocks whose sizes differ by at most one.
+    :param n_workers: worker processes (>= 1, at most ``len(env_fns)``, or one less with ``step_in_driver``);
+        default: one process per core this process may run on (the driver counting as one with ``step_in_driver``),
+        at most one per env. Envs are split into contiguous blocks whose sizes differ by at most one.
+    :param step_in_driver: the driver process steps the last block of envs itself while the workers step theirs,
+        instead of waiting for them: one process fewer, and one pipe round trip less per step.
     :param start_method: a start method of ``multiprocessing`` (default: ``forkserver`` where available, else
         ``spawn``; see the module's docstring for why not ``fork``).
     :param timeout_s: the longest wait, in seconds, for the workers to answer one command once started (a step, a
@@ -456,14 +477,21 @@ class SharedMemoryVecEnv(VecEnv):
         start_method: str | None = None,
         timeout_s: float | None = 600.0,
         start_timeout_s: float | None = 300.0,
+        step_in_driver: bool = True,
     ):
         if len(env_fns) < 1:
             raise ValueError("env_fns must hold at least one env function, got none")
         n_envs = len(env_fns)
+        if not isinstance(step_in_driver, bool):
+            raise ValueError(f"step_in_driver must be True or False, got {step_in_driver!r}")
+        if step_in_driver and n_envs < 2:
+            raise ValueError("step_in_driver needs at least 2 envs (one block for the driver, one for a worker), got 1")
         if n_workers is None:
-            n_workers = default_n_workers(n_envs)
-        if not isinstance(n_workers, int) or isinstance(n_workers, bool) or not 1 <= n_workers <= n_envs:
-            raise ValueError(f"n_workers must be an int from 1 to the number of envs ({n_envs}), got {n_workers!r}")
+            n_workers = default_n_workers(n_envs, step_in_driver)
+        most = n_envs - 1 if step_in_driver else n_envs
+        if not isinstance(n_workers, int) or isinstance(n_workers, bool) or not 1 <= n_workers <= most:
+            envs = f"the {n_envs} envs less one for the driver" if step_in_driver else f"the number of envs, {n_envs}"
+            raise ValueError(f"n_workers must be an int from 1 to {most} ({envs}), got {n_workers!r}")
         if start_method is None:
             start_method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
         if start_method not in mp.get_all_start_methods():
@@ -474,8 +502,12 @@ class SharedMemoryVecEnv(VecEnv):
         self.timeout_s = timeout_s
         self.start_timeout_s = start_timeout_s
         self.start_method = start_method
+        blocks = split_evenly(n_envs, n_workers + 1 if step_in_driver else n_workers)
         #: the env indices of each worker, in order
-        self.blocks: list[range] = split_evenly(n_envs, n_workers)
+        self.blocks: list[range] = blocks[:n_workers]
+        #: the env indices the driver steps itself (``step_in_driver``; the last block, the smaller where they differ)
+        self.driver_block: range | None = blocks[-1] if step_in_driver else None
+        self._driver_actions: list[Any] | None = None
         self.waiting = False
         self.closed = False
         self._closed_because = ""
@@ -492,6 +524,8 @@ class SharedMemoryVecEnv(VecEnv):
                 worker_end.close()
                 self._resources.processes.append(process)
                 self._resources.connections.append(driver_end)
+            if self.driver_block is not None:  # while the workers build theirs
+                self._build_driver_envs([env_fns[index] for index in self.driver_block])
             spaces_of = self._gather(range(n_workers), "start", start_timeout_s)
             observation_space, action_space = spaces_of[0]
             self._allocate(n_envs, observation_space, action_space)
@@ -519,8 +553,38 @@ class SharedMemoryVecEnv(VecEnv):
         resources.arrays = {array.name: array.view(resources.segment) for array in arrays}
         for worker, block in enumerate(self.blocks):
             self._send(worker, pickle.dumps(("attach", (name, arrays, self._observation_keys, block))), "attach")
+        if resources.driver_envs is not None and self.driver_block is not None:
+            resources.driver_envs.use_rows(resources.arrays, self._observation_keys, self.driver_block)
         self._gather(range(len(self.blocks)), "attach", self.start_timeout_s)
         resources.unlink_segment()
+
+    def _build_driver_envs(self, env_fns: Sequence[Callable[[], gym.Env]]) -> None:
+        """Build the envs of the driver's own block (an env that raises is an :class:`EnvWorkerError` naming it)."""
+        driver_envs = self._resources.driver_envs = _EnvWorker()
+        self._in_driver(driver_envs.build, env_fns, action="start")
+
+    def _in_driver(self, method: Callable[..., Any], *args: Any, action: str) -> Any:
+        """``method(*args)`` on the driver's envs; an exception there during ``start`` / ``step`` / ``reset`` (whose
+        envs' state is then unknown) closes the VecEnv and is raised as an :class:`EnvWorkerError` naming the env."""
+        driver_envs = self._resources.driver_envs
+        assert driver_envs is not None and self.driver_block is not None
+        try:
+            return method(*args)
+        except Exception as error:
+            if action not in FATAL_COMMANDS:
+                raise
+            local = driver_envs.current
+            text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+            failure = EnvWorkerError(
+                None,
+                os.getpid(),
+                list(self.driver_block),
+                None if local is None else self.driver_block.start + local,
+                f"raised {type(error).__name__}: {error} during {action}",
+                text,
+            )
+            self._abort(f" after a failure: {str(failure).splitlines()[0]}")
+            raise failure from error
 
     # -- talking to the workers -------------------------------------------------------------------------------------
 
@@ -559,10 +623,16 @@ class SharedMemoryVecEnv(VecEnv):
         return error
 
     def _abort(self, because: str) -> None:
-        """Stop every worker at once and free everything (no graceful close: the envs' state is unknown)."""
+        """Stop every worker at once and free everything (no graceful close: the envs' state is unknown; the
+        driver's own envs are closed, whatever they raise)."""
         self.closed = True
         self.waiting = False
         self._closed_because = because if because.startswith(" ") else f" ({because})"
+        driver_envs, self._resources.driver_envs = self._resources.driver_envs, None
+        if driver_envs is not None:
+            driver_envs.detach()
+            with contextlib.suppress(Exception):
+                driver_envs.close()
         self._resources.release()
 
     def _gather(self, workers: Sequence[int], action: str, timeout_s: float | None) -> list[Any]:
@@ -619,18 +689,38 @@ class SharedMemoryVecEnv(VecEnv):
         return answers
 
     def _call(self, method: str, indices: VecEnvIndices, *args: Any) -> list[Any]:
-        """Call the worker method ``method`` on the envs ``indices``, one message per worker concerned; the results in
-        the order of ``indices``."""
+        """Call the worker method ``method`` on the envs ``indices``, one message per worker concerned (the driver's
+        own envs called here meanwhile); the results in the order of ``indices``."""
         self._check_open()
         targets = list(self._get_indices(indices))
         by_worker: dict[int, list[tuple[int, int]]] = {}  # worker -> (position in targets, local index)
+        in_driver: list[tuple[int, int]] = []
         for position, index in enumerate(targets):
+            if self.driver_block is not None and index in self.driver_block:
+                in_driver.append((position, index - self.driver_block.start))
+                continue
             worker = self._worker_of(index)
             by_worker.setdefault(worker, []).append((position, index - self.blocks[worker].start))
         for worker, places in by_worker.items():
             self._send(worker, pickle.dumps(("call", (method, [local for _, local in places], args))), method)
-        answers = self._gather(list(by_worker), method, self.timeout_s)
         results: list[Any] = [None] * len(targets)
+        driver_error: Exception | None = None
+        if in_driver:
+            driver_envs = self._resources.driver_envs
+            assert driver_envs is not None and self.driver_block is not None
+            try:
+                for (position, _), value in zip(
+                    in_driver, driver_envs.call(method, [local for _, local in in_driver], args), strict=True
+                ):
+                    results[position] = value
+            except Exception as error:  # raised once the workers answered too (the pipes stay in step)
+                env_index = None if driver_envs.current is None else self.driver_block.start + driver_envs.current
+                if hasattr(error, "add_note"):  # Python >= 3.11
+                    error.add_note(f"(raised by env {env_index} in the driver of a SharedMemoryVecEnv)")
+                driver_error = error
+        answers = self._gather(list(by_worker), method, self.timeout_s)
+        if driver_error is not None:
+            raise driver_error
         for places, answer in zip(by_worker.values(), answers, strict=True):
             for (position, _), value in zip(places, answer, strict=True):
                 results[position] = value
@@ -663,8 +753,10 @@ class SharedMemoryVecEnv(VecEnv):
         ):
             shared[...] = actions
             messages = [STEP] * len(self.blocks)
+            self._driver_actions = None
         else:  # another dtype or shape than the space's: each env gets exactly what it was given
             messages = [pickle.dumps(("step", [actions[index] for index in block])) for block in self.blocks]
+            self._driver_actions = None if self.driver_block is None else [actions[index] for index in self.driver_block]
         for worker, message in enumerate(messages):
             self._send(worker, message, "step")
         self.waiting = True
@@ -673,10 +765,16 @@ class SharedMemoryVecEnv(VecEnv):
         self._check_open()
         if not self.waiting:
             raise RuntimeError("step_wait called without step_async")
+        driver_envs, driver_block = self._resources.driver_envs, self.driver_block
+        # the driver steps its own envs while the workers step theirs
+        stepped_here = [] if driver_envs is None else self._in_driver(driver_envs.step, self._driver_actions, action="step")
         answers = self._gather(range(len(self.blocks)), "step", self.timeout_s)
         self.waiting = False
         infos: list[dict[str, Any]] = [{"TimeLimit.truncated": False} for _ in range(self.num_envs)]
-        for block, reported in zip(self.blocks, answers, strict=True):
+        blocks_and_answers = list(zip(self.blocks, answers, strict=True))
+        if driver_block is not None:
+            blocks_and_answers.append((driver_block, stepped_here))
+        for block, reported in blocks_and_answers:
             for local, info, reset_info in reported or ():
                 infos[block.start + local] = info
                 if reset_info is not None:
@@ -689,6 +787,15 @@ class SharedMemoryVecEnv(VecEnv):
         for worker, block in enumerate(self.blocks):
             data = (self._seeds[block.start : block.stop], self._options[block.start : block.stop])
             self._send(worker, pickle.dumps(("reset", data)), "reset")
+        driver_envs, driver_block = self._resources.driver_envs, self.driver_block
+        if driver_envs is not None and driver_block is not None:
+            seeds, options = (
+                self._seeds[driver_block.start : driver_block.stop],
+                self._options[driver_block.start : driver_block.stop],
+            )
+            self.reset_infos[driver_block.start : driver_block.stop] = self._in_driver(
+                driver_envs.reset, seeds, options, action="reset"
+            )
         answers = self._gather(range(len(self.blocks)), "reset", self.timeout_s)
         for block, reset_infos in zip(self.blocks, answers, strict=True):
             self.reset_infos[block.start : block.stop] = reset_infos
@@ -702,9 +809,14 @@ class SharedMemoryVecEnv(VecEnv):
         if self.closed:
             return
         timeout = CLOSE_TIMEOUT_S if self.timeout_s is None else min(self.timeout_s, CLOSE_TIMEOUT_S)
+        driver_envs, self._resources.driver_envs = self._resources.driver_envs, None
         try:
             if self.waiting:
                 self._gather(range(len(self.blocks)), "step", timeout)
+            if driver_envs is not None:
+                driver_envs.detach()
+                with contextlib.suppress(Exception):  # an env that raises in close(): the workers close all the same
+                    driver_envs.close()
             for worker in range(len(self.blocks)):
                 self._send(worker, pickle.dumps(("close", None)), "close")
             self._gather(range(len(self.blocks)), "close", timeout)

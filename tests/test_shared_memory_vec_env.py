@@ -48,8 +48,16 @@ def env_fns(env_id: str, n_envs: int, **kwargs) -> list[Callable[[], gym.Env]]:
     return [lambda: gym.make(env_id, **kwargs) for _ in range(n_envs)]
 
 
-def shared(fns: list[Callable[[], gym.Env]], **kwargs) -> SharedMemoryVecEnv:
-    return SharedMemoryVecEnv(fns, **{"n_workers": 2, **kwargs})
+def shared(fns: list[Callable[[], gym.Env]], step_in_driver: bool = False, **kwargs) -> SharedMemoryVecEnv:
+    """Two workers, or with ``step_in_driver`` the driver and up to two workers (one block each at most 3 envs)."""
+    n_workers = min(2, len(fns) - 1) if step_in_driver else 2
+    return SharedMemoryVecEnv(fns, **{"n_workers": n_workers, "step_in_driver": step_in_driver, **kwargs})
+
+
+@pytest.fixture(params=[False, True], ids=["workers_only", "step_in_driver"])
+def step_in_driver(request) -> bool:
+    """Whether the driver steps the last block of envs itself (the contract is the same either way)."""
+    return request.param
 
 
 def segments() -> set[str]:
@@ -105,6 +113,8 @@ def test_plan_segment_aligns_every_array():
         ({"start_method": "teleport"}, "start_method"),
         ({"timeout_s": 0}, "timeout_s"),
         ({"start_timeout_s": -1}, "start_timeout_s"),
+        ({"n_workers": 3, "step_in_driver": True}, r"from 1 to 2 \(the 3 envs less one for the driver\)"),
+        ({"step_in_driver": "yes"}, "step_in_driver"),
     ],
 )
 def test_bad_settings_are_refused_before_any_worker_starts(kwargs, message):
@@ -116,10 +126,10 @@ def test_bad_settings_are_refused_before_any_worker_starts(kwargs, message):
 
 
 @pytest.mark.parametrize("env_id, steps", [("CartPole-v1", 120), ("Pendulum-v1", 210), ("sb3_ppo_ext/Walker2D-v0", 150)])
-def test_steps_equal_dummy_vec_env_for_the_same_seeds(env_id, steps):
+def test_steps_equal_dummy_vec_env_for_the_same_seeds(env_id, steps, step_in_driver):
     """CartPole and the walker (random actions) end by termination, Pendulum by its time limit (200 steps): auto
-    resets with terminal_observation and TimeLimit.truncated; 3 envs in blocks of 2 and 1."""
-    venv, dummy = shared(env_fns(env_id, 3)), DummyVecEnv(env_fns(env_id, 3))
+    resets with terminal_observation and TimeLimit.truncated; 3 envs in blocks of 2 and 1 (with the driver: 1 each)."""
+    venv, dummy = shared(env_fns(env_id, 3), step_in_driver), DummyVecEnv(env_fns(env_id, 3))
     try:
         for vec_env in (venv, dummy):
             vec_env.seed(3)
@@ -138,10 +148,10 @@ def test_steps_equal_dummy_vec_env_for_the_same_seeds(env_id, steps):
         venv.close()
 
 
-def test_actions_of_another_dtype_reach_the_envs_unchanged():
+def test_actions_of_another_dtype_reach_the_envs_unchanged(step_in_driver):
     """Float64 actions for a float32 space (not the shared buffer's dtype) are sent as they are, as DummyVecEnv
     passes them."""
-    venv, dummy = shared(env_fns("Pendulum-v1", 2)), DummyVecEnv(env_fns("Pendulum-v1", 2))
+    venv, dummy = shared(env_fns("Pendulum-v1", 2), step_in_driver), DummyVecEnv(env_fns("Pendulum-v1", 2))
     try:
         for vec_env in (venv, dummy):
             vec_env.seed(1)
@@ -175,8 +185,8 @@ class DictObservationEnv(gym.Env):
         return {"state": observation, "phase": self.count % 5}, reward, terminated, truncated, {"count": self.count}
 
 
-def test_dict_observations_equal_dummy_vec_env():
-    venv, dummy = shared([DictObservationEnv] * 3), DummyVecEnv([DictObservationEnv] * 3)
+def test_dict_observations_equal_dummy_vec_env(step_in_driver):
+    venv, dummy = shared([DictObservationEnv] * 3, step_in_driver), DummyVecEnv([DictObservationEnv] * 3)
     try:
         for vec_env in (venv, dummy):
             vec_env.seed(5)
@@ -197,8 +207,8 @@ def test_dict_observations_equal_dummy_vec_env():
         venv.close()
 
 
-def test_reset_with_seed_and_options_like_dummy_vec_env():
-    venv, dummy = shared(env_fns("CartPole-v1", 3)), DummyVecEnv(env_fns("CartPole-v1", 3))
+def test_reset_with_seed_and_options_like_dummy_vec_env(step_in_driver):
+    venv, dummy = shared(env_fns("CartPole-v1", 3), step_in_driver), DummyVecEnv(env_fns("CartPole-v1", 3))
     try:
         for vec_env in (venv, dummy):
             vec_env.seed(42)
@@ -210,7 +220,7 @@ def test_reset_with_seed_and_options_like_dummy_vec_env():
 
 
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
-def test_ppo_trained_on_it_equals_ppo_trained_on_dummy_vec_env(env_id):
+def test_ppo_trained_on_it_equals_ppo_trained_on_dummy_vec_env(env_id, step_in_driver):
     def trained(vec_env: VecEnv) -> dict[str, th.Tensor]:
         model = PPO(
             "MlpPolicy", vec_env, n_steps=32, batch_size=32, n_epochs=2, seed=0, policy_kwargs={"net_arch": [16]}, device="cpu"
@@ -219,14 +229,21 @@ def test_ppo_trained_on_it_equals_ppo_trained_on_dummy_vec_env(env_id):
         vec_env.close()
         return model.policy.state_dict()
 
-    got, want = trained(shared(env_fns(env_id, 4))), trained(DummyVecEnv(env_fns(env_id, 4)))
+    got, want = trained(shared(env_fns(env_id, 4), step_in_driver)), trained(DummyVecEnv(env_fns(env_id, 4)))
     assert got.keys() == want.keys()
     for name in want:
         assert th.equal(got[name], want[name]), name
 
 
-def test_attributes_and_methods_by_index():
-    venv = make_vec_env("CartPole-v1", 5, seed=0, vec_env_cls=SharedMemoryVecEnv, vec_env_kwargs={"n_workers": 2})
+@pytest.mark.parametrize(
+    "step_in_driver, holder_of_env_4",
+    [(False, "env 4 in worker 1"), (True, "env 4 in the driver")],
+    ids=["workers_only", "step_in_driver"],
+)
+def test_attributes_and_methods_by_index(step_in_driver, holder_of_env_4):
+    """5 envs: workers of [0, 1, 2] and [3, 4], or workers of [0, 1] and [2, 3] and the driver's [4]."""
+    settings = {"n_workers": 2, "step_in_driver": step_in_driver}
+    venv = make_vec_env("CartPole-v1", 5, seed=0, vec_env_cls=SharedMemoryVecEnv, vec_env_kwargs=settings)
     try:
         assert [spec.id for spec in venv.get_attr("spec", indices=[4, 0])] == ["CartPole-v1"] * 2
         venv.set_attr("marker", "x", indices=[1, 3])
@@ -236,16 +253,16 @@ def test_attributes_and_methods_by_index():
         assert venv.env_is_wrapped(Monitor) == [True] * 5
         with pytest.raises(AttributeError, match="no_such_attribute") as raised:
             venv.get_attr("no_such_attribute", indices=[4])
-        assert any("env 4 in worker 1" in note for note in getattr(raised.value, "__notes__", []))
+        assert any(holder_of_env_4 in note for note in getattr(raised.value, "__notes__", []))
         venv.reset()  # still usable after an attribute error
         venv.step(np.zeros(5, dtype=np.int64))
     finally:
         venv.close()
 
 
-def test_render_rgb_array_like_dummy_vec_env():
+def test_render_rgb_array_like_dummy_vec_env(step_in_driver):
     fns = env_fns("CartPole-v1", 2, render_mode="rgb_array")
-    venv, dummy = shared(fns), DummyVecEnv(fns)
+    venv, dummy = shared(fns, step_in_driver), DummyVecEnv(fns)
     try:
         for vec_env in (venv, dummy):
             vec_env.seed(1)
@@ -315,6 +332,42 @@ def test_an_env_raising_in_step_is_an_error_naming_it_and_its_worker():
         venv.reset()
 
 
+def test_an_env_raising_in_the_drivers_block_is_an_error_naming_it_and_the_driver():
+    """4 envs: workers of [0, 1] and [2], the driver's [3]; its env raising in step closes the VecEnv as a worker's."""
+    venv = shared([FaultyEnv] * 4, step_in_driver=True)
+    pids = venv.worker_pids
+    assert venv.driver_block == range(3, 4) and venv.blocks == [range(0, 2), range(2, 3)]
+    venv.set_attr("fail_at", 2, indices=[3])
+    venv.reset()
+    actions = np.zeros(4, dtype=np.int64)
+    venv.step(actions)
+    with pytest.raises(
+        EnvWorkerError,
+        match=rf"env 3 in the driver \(pid {os.getpid()}, holding envs \[3\]\) raised ValueError: physics exploded at "
+        r"step 2 during step; the workers were stopped",
+    ) as raised:
+        venv.step(actions)
+    assert raised.value.worker_index is None and raised.value.env_index == 3
+    assert "physics exploded" in raised.value.remote_traceback
+    assert_cleaned_up(venv, pids)
+
+
+def test_an_env_the_driver_cannot_build_is_an_error_naming_it():
+    with pytest.raises(EnvWorkerError, match=r"env 2 in the driver .* raised OSError: no such robot model during start"):
+        shared([FaultyEnv, FaultyEnv, failing_to_build], step_in_driver=True)
+    assert not segments()
+
+
+def test_by_default_the_driver_steps_envs_and_the_processes_match_the_cores():
+    venv = SharedMemoryVecEnv(env_fns("CartPole-v1", 8))
+    try:
+        cores = len(os.sched_getaffinity(0))
+        assert venv.driver_block is not None and len(venv.blocks) == max(1, min(8, cores) - 1)
+        assert venv.blocks[0].start == 0 and venv.driver_block.stop == 8
+    finally:
+        venv.close()
+
+
 def test_a_killed_worker_is_an_error_naming_its_envs_not_a_hang():
     venv = shared(env_fns("CartPole-v1", 4))
     pids = venv.worker_pids
@@ -345,8 +398,8 @@ def test_an_env_that_cannot_be_built_is_an_error_naming_it():
     assert not segments()
 
 
-def test_close_twice_leaves_no_process_or_segment():
-    venv = shared(env_fns("CartPole-v1", 3))
+def test_close_twice_leaves_no_process_or_segment(step_in_driver):
+    venv = shared(env_fns("CartPole-v1", 3), step_in_driver)
     pids = venv.worker_pids
     assert not segments()  # the name is removed once the workers have mapped the segment
     venv.reset()
@@ -355,8 +408,8 @@ def test_close_twice_leaves_no_process_or_segment():
     assert_cleaned_up(venv, pids)
 
 
-def test_a_vec_env_dropped_without_close_ends_its_workers():
-    venv = shared(env_fns("CartPole-v1", 2))
+def test_a_vec_env_dropped_without_close_ends_its_workers(step_in_driver):
+    venv = shared(env_fns("CartPole-v1", 2), step_in_driver)
     pids = venv.worker_pids
     del venv
     gc.collect()

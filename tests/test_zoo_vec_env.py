@@ -166,7 +166,9 @@ def test_vec_env_kwargs_are_those_of_the_preferred_vec_env(tmp_path, user_error)
     assert preferred.vec_env_builder(8, eval_env=True) == (DummyVecEnv, {})
 
     line = user_error(["train", "--env", HUMANOID, "-f", str(tmp_path), "--vec-env-kwargs", "n_worker:2"])
-    refusal = "SharedMemoryVecEnv takes no n_worker (it takes n_workers, start_method, start_timeout_s, timeout_s)"
+    refusal = (
+        "SharedMemoryVecEnv takes no n_worker (it takes n_workers, start_method, start_timeout_s, step_in_driver, timeout_s)"
+    )
     assert refusal in line and f"{HUMANOID} trains on --vec-env shared when --vec-env is not given" in line
     line = user_error(
         ["train", "--env", HUMANOID, "-f", str(tmp_path), "--vec-env", "shared", "--vec-env-kwargs", "n_worker:2"]
@@ -259,8 +261,8 @@ def test_a_run_on_shared_memory_resumes_with_its_monitor_files_continued(tmp_pat
     main(train_argv(tmp_path, "--save-freq", "256", n_timesteps=512))
     (run,) = glob.glob(os.path.join(str(tmp_path), "ppo_ext", f"{ENV}_*"))
     assert [(eval_env, type(env)) for eval_env, env in built] == [(True, DummyVecEnv), (False, SharedMemoryVecEnv)]
-    workers = built[1][1].worker_pids
-    assert len(workers) == 2 and all(gone(pid) for pid in workers)
+    workers = built[1][1].worker_pids  # with the driver stepping one of the two envs: one worker
+    assert len(workers) == len(built[1][1].blocks) >= 1 and all(gone(pid) for pid in workers)
     assert saved_arguments(tmp_path)["vec_env"] == "shared"
     before = monitor_files(run)
     assert len(before) == 2 and all(len(lines) >= 3 for lines in before.values())  # header, columns, an episode each
