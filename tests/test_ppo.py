@@ -710,3 +710,30 @@ def test_direct_evaluation_is_a_switch():
     assert model.update_loss.function.evaluator.head == "gaussian"
     with pytest.raises(ValueError, match="direct_evaluation must be True or False, got 'no'"):
         PPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=32, direct_evaluation="no")
+
+
+def test_the_numpy_actor_collects_with_one_blas_thread():
+    """numpy's BLAS runs on one thread while the numpy actor collects (its idle threads would spin on the cores that
+    envs in other processes step on), and gets its previous limit back for the update and after learning."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+
+    def blas_threads() -> set[int]:
+        return {pool["num_threads"] for pool in threadpoolctl.threadpool_info() if pool["user_api"] == "blas"}
+
+    class RecordBlasThreads(BaseCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.during_collection: set[int] = set()
+
+        def _on_step(self) -> bool:
+            self.during_collection |= blas_threads()
+            return True
+
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        assert blas_threads() == {2}  # numpy's BLAS is loaded: the check below can fail
+        model = PPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=64, n_epochs=1, seed=0)
+        assert NumpyActorCritic.supports(model.policy)
+        recorder = RecordBlasThreads()
+        model.learn(128, callback=recorder)
+        assert recorder.during_collection == {1}
+        assert blas_threads() == {2}

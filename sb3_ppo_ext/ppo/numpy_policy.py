@@ -28,11 +28,20 @@ So the actions equal the torch policy's up to float32 rounding of the network's 
 sum in different orders): Gaussian actions differ in the last bits, and a discrete action can differ only where the
 drawn noise falls within that rounding of a category boundary (no such case in 4 x 10^6 draws of each discrete head).
 Log-probabilities and values equal the torch policy's to float32 rounding.
+
+What it guards: numpy's BLAS threads (:func:`one_blas_thread`). The actor's matrix products are a few dozen rows,
+too small for threads to pay, yet OpenBLAS runs them on one thread per core and the idle threads then spin for a
+while, taking a core from envs that step in other processes. ``sb3-ppo-ext train`` with the Humanoid block (64 envs,
+SharedMemoryVecEnv, idle 2-core machine, 2026-12-03) logged 1790-1799 fps with numpy's default of two BLAS threads
+against 3389 with ``OMP_NUM_THREADS=1`` and 3459 with ``OPENBLAS_NUM_THREADS=1`` (the envs in the driver alone: 1803-1849
+either way), so collection runs with one BLAS thread.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
@@ -48,6 +57,7 @@ from stable_baselines3.common.distributions import (
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.preprocessing import is_image_space
 from stable_baselines3.common.torch_layers import FlattenExtractor, MlpExtractor
+from threadpoolctl import ThreadpoolController
 from torch import nn
 
 from sb3_ppo_ext.ppo.distributions import (
@@ -60,6 +70,19 @@ from sb3_ppo_ext.ppo.distributions import (
 )
 
 Layer = tuple[np.ndarray, np.ndarray, Callable[[np.ndarray], np.ndarray] | None]
+
+
+@functools.cache
+def _threadpools() -> ThreadpoolController:
+    """The thread pools of the native libraries loaded in this process (found once: about 1 ms)."""
+    return ThreadpoolController()
+
+
+def one_blas_thread() -> AbstractContextManager[Any]:
+    """A context in which numpy's BLAS (OpenBLAS, MKL, BLIS) runs on one thread, its previous limits restored on exit
+    (threadpoolctl; about 15 microseconds to enter and leave): for a whole rollout of the numpy actor, whose small
+    matrix products threads only slow down (see the module's docstring)."""
+    return _threadpools().limit(limits=1, user_api="blas")
 
 
 def _relu(x: np.ndarray) -> np.ndarray:

@@ -24,7 +24,7 @@ from sb3_ppo_ext.ppo.compiled import CompiledOrEager
 from sb3_ppo_ext.ppo.evaluation import ActionEvaluator
 from sb3_ppo_ext.ppo.loss import OBJECTIVES, LossCoefficients, LossStats, PPOLoss
 from sb3_ppo_ext.ppo.non_finite import CollectionGuard, check_filled_buffer
-from sb3_ppo_ext.ppo.numpy_policy import NumpyActorCritic
+from sb3_ppo_ext.ppo.numpy_policy import NumpyActorCritic, one_blas_thread
 from sb3_ppo_ext.ppo.optimizer_groups import OptimizerGroups
 from sb3_ppo_ext.ppo.rollout import UpdateRollout
 from sb3_ppo_ext.ppo.std_schedule import LogStdSchedule, LogStdSetting
@@ -471,7 +471,8 @@ class PPO(OnPolicyAlgorithm):
         if self.fast_collect and not isinstance(self._last_obs, dict):
             actor = NumpyActorCritic.from_policy(self.policy)  # draws its noise from torch's generator, as SB3's policy
             if actor is not None:
-                return collect_with_numpy_actor(self, guard, callback, rollout_buffer, n_rollout_steps, actor)
+                with one_blas_thread():
+                    return collect_with_numpy_actor(self, guard, callback, rollout_buffer, n_rollout_steps, actor)
         # SB3's loop reads only ``num_envs`` and ``step`` of the env; it computes the values inside itself, so they are
         # checked in the filled buffer (before any update uses it).
         if not super().collect_rollouts(guard, callback, rollout_buffer, n_rollout_steps):
