@@ -20,10 +20,11 @@ buffer (another dtype or shape) are pickled instead, so that every env sees exac
 
 **What it gains (measured).** ``benchmarks/bench_vec_envs.py`` compares it with ``DummyVecEnv`` and
 ``SubprocVecEnv`` on the bundled blocks (docs/results/scale_out_results.md). Env steps per second of ``PPO.learn``
-with each block's hyperparameters, relative to ``DummyVecEnv``, on an idle 2-core machine with two workers and the
-driver waiting (2026-12-02): Humanoid block (64 envs) 1.59x, RocketLander block (16 envs) 1.21x, Walker2D block
-(16 envs) 1.07x; env-only stepping of the Humanoid's envs 1.84x. Memory: 2 processes where ``SubprocVecEnv`` needs
-64 for the Humanoid block (about 14 GB); 2.4 GB in all against 1.9 GB for the same envs in the driver.
+with each block's hyperparameters, relative to ``DummyVecEnv``, on an idle 2-core machine (2026-12-03), the driver
+and one worker stepping against two workers and the driver waiting: Humanoid block (64 envs) 1.85x against 1.69x
+(a second run: 1.83x against 1.68x), Walker2D block (16 envs) 1.19x against 1.13x, RocketLander block (16 envs)
+1.33x against 1.20x; env-only stepping 1.84x, 1.80x and 1.88x. Memory for the Humanoid block: 2.1 GB in all (one
+worker) against 1.9 GB for the same envs in the driver; ``SubprocVecEnv`` would need 64 processes, about 14 GB.
 
 **What it guards.**
 

@@ -129,9 +129,11 @@ def test_the_humanoid_and_rocket_tasks_prefer_shared_the_others_dummy():
         "sb3_ppo_ext/HumanoidFlagrunHarder-v0",
         "sb3_ppo_ext/RocketLander-v0",
         "sb3_ppo_ext/RocketLanderDiscrete-v0",
+        "sb3_ppo_ext/Walker2D-v0",
     }
     assert all(blocks[env_id]["n_envs"] >= 8 for env_id in preferring_shared)
-    assert preferred_vec_env("sb3_ppo_ext/Walker2D-v0") == preferred_vec_env("CartPole-v1") == "dummy"
+    assert preferred_vec_env("sb3_ppo_ext/Walker2D-v0") == "shared"
+    assert preferred_vec_env("CartPole-v1") == preferred_vec_env("Pendulum-v1") == "dummy"
 
 
 def test_without_vec_env_a_humanoid_run_trains_on_shared_memory_and_evaluates_in_the_driver():
