@@ -29,18 +29,21 @@ worker) against 1.9 GB for the same envs in the driver; ``SubprocVecEnv`` would 
 **What it guards.**
 
 - A worker whose env raises in ``step`` or ``reset``, a worker that dies (killed, segfault) and a worker that does
-  not answer within ``timeout_s`` raise :class:`EnvWorkerError`, naming the worker, its process id, its envs and the
-  env that raised (with the worker's traceback); the VecEnv is then closed (every worker stopped, the segment
-  freed), since the envs' episodes are in an unknown state. An exception in ``get_attr`` / ``set_attr`` /
-  ``env_method`` / ``render`` is raised again in the driver as it was raised (``AttributeError`` for a missing
-  attribute, as ``DummyVecEnv``), with a note naming the env, and the VecEnv stays usable.
+  not answer within ``timeout_s`` raise :class:`EnvWorkerError`, naming the worker (or the driver, for an env of its
+  own block), its process id, its envs and the env that raised (with the traceback); the VecEnv is then closed (every
+  worker stopped, the driver's envs closed, the segment freed), since the envs' episodes are in an unknown state.
+  An exception in ``get_attr`` / ``set_attr`` / ``env_method`` / ``render`` is raised again in the driver as it was
+  raised (``AttributeError`` for a missing attribute, as ``DummyVecEnv``), with a note naming the env, and the
+  VecEnv stays usable.
 - ``close()`` is idempotent; it closes the envs, joins the workers (terminating those that do not end) and frees the
   segment. A VecEnv garbage-collected or left open at exit has its workers terminated and its segment freed
   (``weakref.finalize``; the envs' own ``close`` is not called then).
 - The segment's name is removed from ``/dev/shm`` as soon as every worker has mapped it, so even a driver killed with
   SIGKILL leaves no named segment behind; the memory is freed with the last process that maps it. Workers end when
   the driver's end of their pipe closes (the driver exited or died).
-- Workers ignore SIGINT: Ctrl-C interrupts the driver, whose ``close()`` (or exit) then ends the workers.
+- Workers ignore SIGINT: Ctrl-C interrupts the driver, whose ``close()`` (or exit) then ends the workers. A Ctrl-C
+  while the driver steps or resets its own envs leaves them part stepped: the VecEnv is closed at once, as after a
+  failure, and the ``KeyboardInterrupt`` raised as it is.
 
 **Not done: stepping half of the envs while the driver acts on the other half.** In the Humanoid block's training
 (same loaded run, DummyVecEnv) the driver's own work per step (policy, VecNormalize, rollout buffer) is about 2% of
@@ -566,13 +569,17 @@ class SharedMemoryVecEnv(VecEnv):
 
     def _in_driver(self, method: Callable[..., Any], *args: Any, action: str) -> Any:
         """``method(*args)`` on the driver's envs; an exception there during ``start`` / ``step`` / ``reset`` (whose
-        envs' state is then unknown) closes the VecEnv and is raised as an :class:`EnvWorkerError` naming the env."""
+        envs' state is then unknown) closes the VecEnv and is raised as an :class:`EnvWorkerError` naming the env; a
+        ``KeyboardInterrupt`` there closes it too and is raised as it is."""
         driver_envs = self._resources.driver_envs
         assert driver_envs is not None and self.driver_block is not None
         try:
             return method(*args)
-        except Exception as error:
+        except BaseException as error:
             if action not in FATAL_COMMANDS:
+                raise
+            if not isinstance(error, Exception):  # Ctrl-C: some envs stepped, others not; the workers' answers pending
+                self._abort(f" after {type(error).__name__} while the driver's envs were in {action}")
                 raise
             local = driver_envs.current
             text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
@@ -629,12 +636,17 @@ class SharedMemoryVecEnv(VecEnv):
         self.closed = True
         self.waiting = False
         self._closed_because = because if because.startswith(" ") else f" ({because})"
+        self._close_driver_envs()
+        self._resources.release()
+
+    def _close_driver_envs(self) -> None:
+        """Drop the driver's views of the segment and close its own envs (once; whatever an env raises in ``close``,
+        the workers and the segment are released after)."""
         driver_envs, self._resources.driver_envs = self._resources.driver_envs, None
         if driver_envs is not None:
             driver_envs.detach()
             with contextlib.suppress(Exception):
                 driver_envs.close()
-        self._resources.release()
 
     def _gather(self, workers: Sequence[int], action: str, timeout_s: float | None) -> list[Any]:
         """The answer of each of ``workers`` to the command ``action`` just sent, in order.
@@ -714,6 +726,9 @@ class SharedMemoryVecEnv(VecEnv):
                     in_driver, driver_envs.call(method, [local for _, local in in_driver], args), strict=True
                 ):
                     results[position] = value
+            except KeyboardInterrupt:  # the workers' answers stay pending: the pipes would be out of step
+                self._abort(f" after KeyboardInterrupt while the driver's envs ran {method}")
+                raise
             except Exception as error:  # raised once the workers answered too (the pipes stay in step)
                 env_index = None if driver_envs.current is None else self.driver_block.start + driver_envs.current
                 if hasattr(error, "add_note"):  # Python >= 3.11
@@ -810,14 +825,10 @@ class SharedMemoryVecEnv(VecEnv):
         if self.closed:
             return
         timeout = CLOSE_TIMEOUT_S if self.timeout_s is None else min(self.timeout_s, CLOSE_TIMEOUT_S)
-        driver_envs, self._resources.driver_envs = self._resources.driver_envs, None
         try:
             if self.waiting:
                 self._gather(range(len(self.blocks)), "step", timeout)
-            if driver_envs is not None:
-                driver_envs.detach()
-                with contextlib.suppress(Exception):  # an env that raises in close(): the workers close all the same
-                    driver_envs.close()
+            self._close_driver_envs()
             for worker in range(len(self.blocks)):
                 self._send(worker, pickle.dumps(("close", None)), "close")
             self._gather(range(len(self.blocks)), "close", timeout)

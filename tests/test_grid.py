@@ -182,6 +182,8 @@ def test_report_joins_several_csvs(tmp_path, capsys):
     assert grid.main(["report", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"), "--include-unfinished", "--reps", "50"]) == 0
     text = capsys.readouterr().out
     assert "| a | 0 | 100 |" in text and "| b | 0 | 300 |" in text
+    with pytest.raises(SystemExit, match=r"T / a / seed 0 is in .*a\.csv and again in .*a\.csv"):
+        grid.main(["report", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"), str(tmp_path / "a.csv")])
 
 
 def test_report_counts_successes_where_the_task_reports_them(tmp_path):

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import threadpoolctl
 import torch as th
 from gymnasium import spaces
 from stable_baselines3.common.buffers import RolloutBuffer
@@ -715,7 +716,6 @@ def test_direct_evaluation_is_a_switch():
 def test_the_numpy_actor_collects_with_one_blas_thread():
     """numpy's BLAS runs on one thread while the numpy actor collects (its idle threads would spin on the cores that
     envs in other processes step on), and gets its previous limit back for the update and after learning."""
-    threadpoolctl = pytest.importorskip("threadpoolctl")
 
     def blas_threads() -> set[int]:
         return {pool["num_threads"] for pool in threadpoolctl.threadpool_info() if pool["user_api"] == "blas"}
@@ -736,4 +736,22 @@ def test_the_numpy_actor_collects_with_one_blas_thread():
         recorder = RecordBlasThreads()
         model.learn(128, callback=recorder)
         assert recorder.during_collection == {1}
+        assert blas_threads() == {2}
+
+
+def test_one_blas_thread_holds_until_the_last_rollout_leaves():
+    """Rollouts that overlap (``optimize --n-jobs`` trials in threads): the first to enter limits numpy's BLAS, the
+    last to leave restores it, whatever the order they leave in."""
+    from sb3_ppo_ext.ppo.numpy_policy import one_blas_thread
+
+    def blas_threads() -> set[int]:
+        return {pool["num_threads"] for pool in threadpoolctl.threadpool_info() if pool["user_api"] == "blas"}
+
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        first, second = one_blas_thread(), one_blas_thread()
+        first.__enter__()
+        second.__enter__()
+        first.__exit__(None, None, None)
+        assert blas_threads() == {1}  # the second rollout is still collecting
+        second.__exit__(None, None, None)
         assert blas_threads() == {2}

@@ -285,10 +285,17 @@ class FaultyEnv(gym.Env):
         self.steps = 0
         self.fail_at: int | None = None
         self.hang_at: int | None = None
+        self.interrupt_at: int | None = None
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
         return self.inner.reset(seed=seed)
+
+    def close(self) -> None:
+        FaultyEnv.closed_here += 1  # counts the envs closed in this process (the driver's own)
+        self.inner.close()
+
+    closed_here = 0
 
     def step(self, action):
         self.steps += 1
@@ -296,6 +303,8 @@ class FaultyEnv(gym.Env):
             raise ValueError(f"physics exploded at step {self.steps}")
         if self.steps == self.hang_at:
             time.sleep(120)
+        if self.steps == self.interrupt_at:
+            raise KeyboardInterrupt
         observation, reward, _, _, info = self.inner.step(action)
         return observation, reward, False, False, info  # never ends: the step count is the one to fail or hang at
 
@@ -349,6 +358,34 @@ def test_an_env_raising_in_the_drivers_block_is_an_error_naming_it_and_the_drive
         venv.step(actions)
     assert raised.value.worker_index is None and raised.value.env_index == 3
     assert "physics exploded" in raised.value.remote_traceback
+    assert_cleaned_up(venv, pids)
+
+
+def test_ctrl_c_in_the_drivers_block_closes_the_vec_env():
+    """A KeyboardInterrupt while the driver steps its own envs leaves them part stepped: the VecEnv is closed and the
+    interrupt raised as it is."""
+    venv = shared([FaultyEnv] * 4, step_in_driver=True)
+    pids = venv.worker_pids
+    venv.set_attr("interrupt_at", 1, indices=[3])
+    venv.reset()
+    closed_before = FaultyEnv.closed_here
+    with pytest.raises(KeyboardInterrupt):
+        venv.step(np.zeros(4, dtype=np.int64))
+    assert FaultyEnv.closed_here == closed_before + 1  # the driver's one env
+    assert_cleaned_up(venv, pids)
+    with pytest.raises(RuntimeError, match="closed after KeyboardInterrupt"):
+        venv.reset()
+
+
+def test_close_with_a_dead_worker_and_a_pending_step_still_closes_the_drivers_envs():
+    venv = shared([FaultyEnv] * 3, step_in_driver=True)
+    pids = venv.worker_pids
+    venv.reset()
+    closed_before = FaultyEnv.closed_here
+    venv.step_async(np.zeros(3, dtype=np.int64))
+    os.kill(pids[0], signal.SIGKILL)
+    venv.close()
+    assert FaultyEnv.closed_here == closed_before + 1
     assert_cleaned_up(venv, pids)
 
 

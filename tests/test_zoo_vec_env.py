@@ -52,7 +52,9 @@ class UnstartableSharedMemoryVecEnv(SharedMemoryVecEnv):
     """Fails to start as SharedMemoryVecEnv does on a machine without ``/dev/shm`` (same signature, so that
     ``--vec-env-kwargs`` are checked against the real one)."""
 
-    def __init__(self, env_fns, n_workers=None, start_method=None, timeout_s=600.0, start_timeout_s=300.0):
+    def __init__(
+        self, env_fns, n_workers=None, start_method=None, timeout_s=600.0, start_timeout_s=300.0, step_in_driver=True
+    ):
         raise OSError(38, "Function not implemented", "/dev/shm")
 
 

@@ -40,6 +40,7 @@ either way), so collection runs with one BLAS thread.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
@@ -78,11 +79,37 @@ def _threadpools() -> ThreadpoolController:
     return ThreadpoolController()
 
 
-def one_blas_thread() -> AbstractContextManager[Any]:
-    """A context in which numpy's BLAS (OpenBLAS, MKL, BLIS) runs on one thread, its previous limits restored on exit
-    (threadpoolctl; about 15 microseconds to enter and leave): for a whole rollout of the numpy actor, whose small
-    matrix products threads only slow down (see the module's docstring)."""
-    return _threadpools().limit(limits=1, user_api="blas")
+class _OneBlasThread:
+    """numpy's BLAS on one thread while at least one rollout of this process is inside (the limit is process-wide:
+    ``optimize --n-jobs`` runs trials in threads, so the first to enter sets it and the last to leave restores it)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._inside = 0
+        self._limiter: Any = None
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._inside == 0:
+                self._limiter = _threadpools().limit(limits=1, user_api="blas")
+            self._inside += 1
+
+    def __exit__(self, *exc_info: object) -> None:
+        with self._lock:
+            self._inside -= 1
+            if self._inside == 0:
+                self._limiter.restore_original_limits()
+                self._limiter = None
+
+
+_ONE_BLAS_THREAD = _OneBlasThread()
+
+
+def one_blas_thread() -> AbstractContextManager[None]:
+    """A context in which numpy's BLAS (OpenBLAS, MKL, BLIS) runs on one thread, its previous limits restored when the
+    last rollout in it leaves (threadpoolctl; about 15 microseconds to enter and leave): for a whole rollout of the
+    numpy actor, whose small matrix products threads only slow down (see the module's docstring)."""
+    return _ONE_BLAS_THREAD
 
 
 def _relu(x: np.ndarray) -> np.ndarray:

@@ -78,9 +78,9 @@ TRAIN_OPTION_CHANGES: dict[str, dict[str, Any]] = {
         "choices": list(VEC_ENV_TYPES),
         "default": None,
         "help": "VecEnv type: dummy (the envs step in this process), subproc (a process per env), shared "
-        "(SharedMemoryVecEnv: a worker process per core, several envs each) or ray (a Ray cluster, see --ray-address; "
-        "the ray extra) (default: the task's preferred VecEnv, shared for the bundled Humanoid and RocketLander tasks, "
-        "falling back to dummy if it cannot start; else dummy)",
+        "(SharedMemoryVecEnv: a block of envs in this process and one in a worker process per other core) or ray (a "
+        "Ray cluster, see --ray-address; the ray extra) (default: the task's preferred VecEnv, shared for the bundled "
+        "Humanoid, RocketLander and Walker2D tasks, falling back to dummy if it cannot start; else dummy)",
     },
     "--hyperparams": {
         "help": "override hyperparameters, e.g. n_envs:4 learning_rate:lin_3e-4 objective:\"'kl_penalty'\" "
@@ -137,8 +137,8 @@ VEC_ENV_OPTIONS: tuple[Option, ...] = (
             "action": SafeStoreDict,
             "default": None,
             "help": "keyword arguments of the VecEnv class (without --vec-env: of the task's preferred one), e.g. "
-            "n_workers:2 for --vec-env shared, envs_per_actor:8 on_actor_loss:\"'restart'\" "
-            "actor_options:dict(num_cpus=1) for --vec-env ray",
+            "n_workers:1 (worker processes besides this one) for --vec-env shared, envs_per_actor:8 "
+            "on_actor_loss:\"'restart'\" actor_options:dict(num_cpus=1) for --vec-env ray",
         },
     ),
 )

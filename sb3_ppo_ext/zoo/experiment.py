@@ -200,7 +200,7 @@ class SaveVecNormalizeStatisticsCallback(SaveVecNormalizeCallback):
 
 
 #: ``--vec-env`` choices: rl-zoo3's, ``shared`` for :class:`~sb3_ppo_ext.shared_memory_vec_env.SharedMemoryVecEnv`
-#: (several envs per worker process, one worker per usable core) and ``ray`` for
+#: (several envs per process: a block in the driver and one in a worker per other usable core) and ``ray`` for
 #: :class:`~sb3_ppo_ext.vec_env.RayVecEnv` (the ``ray`` extra).
 VEC_ENV_TYPES: tuple[str, ...] = ("dummy", "subproc", "shared", "ray")
 #: The VecEnv of a task :data:`PREFERRED_VEC_ENVS` does not name, when ``--vec-env`` is not given (rl-zoo3's default).

@@ -65,6 +65,7 @@ import argparse
 import os
 import shlex
 from collections.abc import Sequence
+from typing import Any
 
 from sb3_ppo_ext.zoo.grid.cells import load_grid
 from sb3_ppo_ext.zoo.grid.collect import collect, read_csv, write_csv
@@ -167,8 +168,20 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser, relative_to:
 
 
 def _report(args: argparse.Namespace) -> int:
-    """``report``: the tables of the CSVs' runs (finished ones unless ``--include-unfinished``), and the plot."""
-    rows = [row for path in args.csv for row in read_csv(path) if row["finished"] or args.include_unfinished]
+    """``report``: the tables of the CSVs' runs (finished ones unless ``--include-unfinished``), and the plot. A run
+    (task, variant, seed) in two of the CSVs is refused: their evaluations would be read as one run's."""
+    rows: list[dict[str, Any]] = []
+    found_in: dict[tuple[str, str, int], int] = {}  # run -> position of its CSV among the arguments
+    for position, path in enumerate(args.csv):
+        for row in read_csv(path):
+            run = (row["task"], row["variant"], row["seed"])
+            if found_in.setdefault(run, position) != position:
+                raise SystemExit(
+                    f"grid.py report: the run {run[0]} / {run[1]} / seed {run[2]} is in {args.csv[found_in[run]]} and "
+                    f"again in {path}; give each run's CSV once (or rename a variant)"
+                )
+            if row["finished"] or args.include_unfinished:
+                rows.append(row)
     at = None if args.at is None else int(args.at)
     print(report(rows, at=at, threshold=_thresholds(args.threshold), reps=args.reps))
     if args.curve_steps:
