@@ -197,6 +197,16 @@ def test_render_rgb_array_like_dummy_vec_env(cluster):
         venv.close()
 
 
+def kill_and_wait(actor) -> None:
+    """``ray.kill`` the actor and wait until it is gone: the kill is asynchronous, and a step sent at once may still
+    be answered."""
+    ray.kill(actor, no_restart=True)
+    with pytest.raises(ray.exceptions.RayActorError):
+        for _ in range(60):
+            ray.get(actor.describe.remote(), timeout=30)
+            time.sleep(0.5)
+
+
 @pytest.mark.slow
 def test_close_ends_the_actors(cluster):
     venv = ray_vec_env("CartPole-v1", 2, seed=0, envs_per_actor=1)
@@ -263,7 +273,7 @@ def test_killed_actor_is_a_clear_error_and_the_model_is_untouched(cluster):
         model = PPO("MlpPolicy", venv, n_steps=16, batch_size=32, n_epochs=1, policy_kwargs={"net_arch": [16]}, seed=0)
         model.learn(64)
         before = parameters(model)
-        ray.kill(venv.actors[1], no_restart=True)
+        kill_and_wait(venv.actors[1])
         with pytest.raises(EnvActorLostError, match=r"Ray actor 1 .*holding envs \[2, 3\] died") as error:
             model.learn(64, reset_num_timesteps=False)
         assert error.value.node_id == venv.actor_nodes[1]
@@ -281,7 +291,7 @@ def test_restart_policy_rebuilds_a_killed_actor_and_reports_truncation(cluster):
         actions = np.zeros((4, 1), dtype=np.float32)
         for _ in range(3):
             last = venv.step(actions)[0]
-        ray.kill(venv.actors[0], no_restart=True)
+        kill_and_wait(venv.actors[0])
         with pytest.warns(UserWarning, match="rebuilding envs \\[0, 1\\]"):
             _, rewards, dones, infos = venv.step(actions)
         assert dones.tolist() == [True, True, False, False]
@@ -291,7 +301,7 @@ def test_restart_policy_rebuilds_a_killed_actor_and_reports_truncation(cluster):
             np.testing.assert_array_equal(infos[index]["terminal_observation"], last[index])
         assert [restart.env_indices for restart in venv.restarts] == [[0, 1]]
         assert venv.step(actions)[0].shape == (4, 3)  # the rebuilt actor steps on
-        ray.kill(venv.actors[1], no_restart=True)  # lost during a reset: rebuilt and reset with the seeds asked for
+        kill_and_wait(venv.actors[1])  # lost during a reset: rebuilt and reset with the seeds asked for
         dummy = dummy_vec_env("Pendulum-v1", 4, seed=11)
         venv.seed(11)
         with pytest.warns(UserWarning, match="rebuilding envs \\[2, 3\\]"):

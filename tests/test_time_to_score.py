@@ -130,7 +130,7 @@ def test_a_process_tree_is_measured_and_stopped_whole():
             time.sleep(0.05)
         tree = time_to_score.process_tree(process.pid)
         assert len(tree) == 2 and tree[0] == process.pid
-        assert time_to_score.tree_resident_kib(process.pid) == sum(time_to_score.resident_kib(pid) for pid in tree)
+        # not compared with a sum of separate reads: the child's memory changes while it turns from a shell into sleep
         assert time_to_score.tree_resident_kib(process.pid) > time_to_score.resident_kib(process.pid) > 0
         start = time.monotonic()
         time_to_score.stop_process_group(process, grace_seconds=1.0)
