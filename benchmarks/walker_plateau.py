@@ -1,7 +1,7 @@
 """What a Walker2D policy does with its foot-contact inputs: standing plateau or walking gait.
 
-Plays a model of a run (a ``--save-freq`` checkpoint and the ``VecNormalize`` statistics saved with it, loaded by
-unpickling: use it on runs you made) for deterministic episodes on the run's own task settings, and prints per
+Plays a model of a run (a ``--save-freq`` checkpoint chosen with ``--steps``, or without it the run's final model,
+and the ``VecNormalize`` statistics saved with it, loaded by unpickling: use it on runs you made) for deterministic episodes on the run's own task settings, and prints per
 episode: the return, the length, how far the torso moved (m), the share of steps with both feet, one foot and no
 foot on the floor, how often a contact flag changed, and the policy's sensitivity to its inputs: the mean absolute
 change of the deterministic action when an input is moved by one standard deviation of its normalised value over
@@ -65,7 +65,9 @@ def input_sensitivity(model: PPO, normalised: np.ndarray, raw_contacts: np.ndarr
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", help="a grid cell or rl-zoo3 run folder")
-    parser.add_argument("--steps", type=int, required=True, help="the checkpoint's step count (rl_model_<steps>_steps)")
+    parser.add_argument(
+        "--steps", type=int, help="the checkpoint nearest this step count (rl_model_<steps>_steps); default: the final model"
+    )
     parser.add_argument("--episodes", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -74,17 +76,28 @@ def main() -> None:
     run = find_zoo_run(os.path.expanduser(args.folder))
     (params,) = glob.glob(os.path.join(glob.escape(run), "*", "config.yml"))
     settings = check_run_folder(os.path.dirname(params))
-    checkpoints = glob.glob(os.path.join(glob.escape(run), "rl_model_*_steps.zip"))
-    chosen = min(checkpoints, key=lambda path: abs(int(path.split("_")[-2]) - args.steps))
-    steps = int(chosen.split("_")[-2])
+    env_id = settings.arguments["env"]
+    if args.steps is None:
+        chosen = os.path.join(run, f"{env_id.replace('/', '-')}.zip")
+        statistics_path = os.path.join(run, env_id.replace("/", "-"), "vecnormalize.pkl")
+    else:
+        checkpoints = glob.glob(os.path.join(glob.escape(run), "rl_model_*_steps.zip"))
+        if not checkpoints:
+            parser.error(f"{run} has no rl_model_<steps>_steps.zip checkpoints (a run without --save-freq): omit --steps")
+        chosen = min(checkpoints, key=lambda path: abs(int(path.split("_")[-2]) - args.steps))
+        steps = int(chosen.split("_")[-2])
+        statistics_path = os.path.join(run, f"rl_model_vecnormalize_{steps}_steps.pkl")
+    for path in (chosen, statistics_path):
+        if not os.path.isfile(path):
+            parser.error(f"{path} not found: the run has not finished or was saved elsewhere")
     env = make_vec_env(
-        settings.arguments["env"],
+        env_id,
         n_envs=1,
         seed=args.seed,
         env_kwargs=settings.config.get("env_kwargs"),
         vec_env_cls=DummyVecEnv,
     )
-    statistics = VecNormalize.load(os.path.join(run, f"rl_model_vecnormalize_{steps}_steps.pkl"), env)
+    statistics = VecNormalize.load(statistics_path, env)
     statistics.training, statistics.norm_reward = False, False
     model = PPO.load(chosen, device="cpu")
     task: Any = cast(DummyVecEnv, env).envs[0].unwrapped  # the Walker2D env: its options and torso position
