@@ -1,14 +1,16 @@
 """What a Walker2D policy does with its foot-contact inputs: standing plateau or walking gait.
 
 Plays a model of a run (a ``--save-freq`` checkpoint chosen with ``--steps``, or without it the run's final model,
-and the ``VecNormalize`` statistics saved with it, loaded by unpickling: use it on runs you made) for deterministic episodes on the run's own task settings, and prints per
-episode: the return, the length, how far the torso moved (m), the share of steps with both feet, one foot and no
-foot on the floor, how often a contact flag changed, and the policy's sensitivity to its inputs: the mean absolute
-change of the deterministic action when an input is moved by one standard deviation of its normalised value over
-the episode (a contact flag: flipped), for the two contact flags against the median over the other 20 inputs.
+and the ``VecNormalize`` statistics saved with it, loaded by unpickling: use it on runs you made) for deterministic
+episodes on the run's own task settings, and prints per episode: the return, the length, how far the torso moved
+(m), the share of steps with both feet, one foot and no foot on the floor, how often a contact flag changed, and the
+policy's sensitivity to its inputs: the mean absolute change of the deterministic action when an input is moved by
+one standard deviation of its normalised value over the episode (a contact flag: flipped), for the two contact flags
+against the median over the other 20 inputs.
 
     python benchmarks/walker_plateau.py ~/runs/walker_contacts/sb3_ppo_ext-Walker2D-v0/rlzoo_current/seed_0 \\
         --steps 1000000 --episodes 3
+    python benchmarks/walker_plateau.py ~/runs/walker_time/sb3_ppo_ext-Walker2D-v0/ppo_ext/seed_1 --episodes 2
 """
 
 from __future__ import annotations
