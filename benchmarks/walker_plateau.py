@@ -27,7 +27,9 @@ from stable_baselines3.common.running_mean_std import RunningMeanStd
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
 from sb3_ppo_ext import PPO
+from sb3_ppo_ext.callbacks.checkpoint import list_checkpoints, model_checkpoint_path
 from sb3_ppo_ext.zoo.hyperparams import check_run_folder
+from sb3_ppo_ext.zoo.loading import played_model_statistics
 from sb3_ppo_ext.zoo.packing import find_zoo_run
 
 #: The observation's last two entries are the feet's floor-contact flags (docs/guide/envs.md).
@@ -78,22 +80,22 @@ def main() -> None:
     run = find_zoo_run(os.path.expanduser(args.folder))
     (params,) = glob.glob(os.path.join(glob.escape(run), "*", "config.yml"))
     settings = check_run_folder(os.path.dirname(params))
-    env_id = settings.arguments["env"]
+    env_folder_name = os.path.basename(os.path.dirname(params))
+    steps = None
     if args.steps is None:
-        chosen = os.path.join(run, f"{env_id.replace('/', '-')}.zip")
-        statistics_path = os.path.join(run, env_id.replace("/", "-"), "vecnormalize.pkl")
+        chosen = os.path.join(run, f"{env_folder_name}.zip")
     else:
-        checkpoints = glob.glob(os.path.join(glob.escape(run), "rl_model_*_steps.zip"))
-        if not checkpoints:
+        saved = [checkpoint.num_timesteps for checkpoint in list_checkpoints(run)]
+        if not saved:
             parser.error(f"{run} has no rl_model_<steps>_steps.zip checkpoints (a run without --save-freq): omit --steps")
-        chosen = min(checkpoints, key=lambda path: abs(int(path.split("_")[-2]) - args.steps))
-        steps = int(chosen.split("_")[-2])
-        statistics_path = os.path.join(run, f"rl_model_vecnormalize_{steps}_steps.pkl")
+        steps = min(saved, key=lambda saved_steps: abs(saved_steps - args.steps))
+        chosen = model_checkpoint_path(run, "rl_model", steps)
+    statistics_path = played_model_statistics(run, env_folder_name, load_checkpoint=steps)
     for path in (chosen, statistics_path):
         if not os.path.isfile(path):
             parser.error(f"{path} not found: the run has not finished or was saved elsewhere")
     env = make_vec_env(
-        env_id,
+        settings.arguments["env"],
         n_envs=1,
         seed=args.seed,
         env_kwargs=settings.config.get("env_kwargs"),
