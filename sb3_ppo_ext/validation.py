@@ -83,6 +83,25 @@ def check_int(name: str, value: Any, *, minimum: int, maximum: int | None = None
     return int(value)
 
 
+def check_observation_indices(name: str, value: Any, *, size: int | None = None) -> list[int]:
+    """Check that ``value`` is a non-empty list of positions in a flat observation vector and return it as ints.
+
+    :param name: parameter name, used in the error message.
+    :param size: the observation's length: each index must then lie in ``[-size, size)`` (negative counts from the
+        end, as in NumPy); ``None`` checks only that each is an integer.
+    """
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or not value:
+        raise HyperparameterError(f"{name} must be a non-empty list of observation positions, got {value!r}")
+    indices = [check_int(f"{name}[{position}]", index, minimum=-(2**31)) for position, index in enumerate(value)]
+    if size is not None:
+        for index in indices:
+            if not -size <= index < size:
+                raise HyperparameterError(
+                    f"{name}: observation index {index} is out of range for an observation of {size} entries"
+                )
+    return indices
+
+
 # --- sizes, schedules and keyword arguments, shared by the algorithm and the zoo configs ----------------------------
 
 # Upper limits of the settings that size memory or time: far above any real run, far below what fills a machine's

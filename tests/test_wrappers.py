@@ -1,4 +1,4 @@
-"""FrameSkip: repeats the action, sums rewards, stops at the end of an episode."""
+"""FrameSkip: repeats the action, sums rewards, stops at the end of an episode. MaskObservation: hides entries."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from sb3_ppo_ext.wrappers import FrameSkip
+from sb3_ppo_ext.wrappers import FrameSkip, MaskObservation
 
 
 class CountingEnv(gym.Env):
@@ -70,3 +70,70 @@ def test_skip_one_is_the_plain_env():
 def test_rejects_bad_skip(skip):
     with pytest.raises(ValueError, match="skip must be"):
         FrameSkip(CountingEnv(), skip=skip)
+
+
+class VectorEnv(gym.Env):
+    """Observation ``[t, t + 1, t + 2, t + 3]`` (``t`` counts steps) in a Box with bounds [-10, 10]."""
+
+    observation_space = spaces.Box(-10.0, 10.0, (4,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._observation(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self._observation(), 0.0, False, False, {}
+
+    def _observation(self):
+        return np.arange(self.t, self.t + 4, dtype=np.float32)
+
+
+def test_mask_hides_the_chosen_entries_and_keeps_the_rest():
+    env = MaskObservation(VectorEnv(), indices=[1, -1], value=0.5)
+    observation, _ = env.reset(seed=0)
+    np.testing.assert_array_equal(observation, [0.0, 0.5, 2.0, 0.5])
+    observation = env.step(0)[0]
+    np.testing.assert_array_equal(observation, [1.0, 0.5, 3.0, 0.5])
+    assert observation.dtype == np.float32 and env.observation_space.contains(observation)
+    np.testing.assert_array_equal(env.observation_space.low, [-10.0, 0.5, -10.0, 0.5])
+    np.testing.assert_array_equal(env.observation_space.high, [10.0, 0.5, 10.0, 0.5])
+
+
+def test_mask_leaves_the_inner_observation_alone():
+    inner = VectorEnv()
+    env = MaskObservation(inner, indices=[0])
+    env.reset(seed=0)
+    raw = inner._observation()
+    env.observation(raw)
+    np.testing.assert_array_equal(raw, [0.0, 1.0, 2.0, 3.0])
+
+
+@pytest.mark.parametrize(
+    ("indices", "match"),
+    [
+        ([], "non-empty list"),
+        ("20", "non-empty list"),
+        ([1.5], "must be an integer"),
+        ([4], "out of range"),
+        ([-5], "out of range"),
+    ],
+)
+def test_mask_rejects_bad_indices(indices, match):
+    with pytest.raises(ValueError, match=match):
+        MaskObservation(VectorEnv(), indices=indices)
+
+
+@pytest.mark.parametrize("space", [spaces.Discrete(3), spaces.Box(0, 255, (2, 2), np.uint8)])
+def test_mask_rejects_an_observation_that_is_not_a_flat_box(space):
+    env = VectorEnv()
+    env.observation_space = space
+    with pytest.raises(ValueError, match="one-dimensional Box"):
+        MaskObservation(env, indices=[0])
+
+
+def test_mask_rejects_a_non_finite_value():
+    with pytest.raises(ValueError, match="value must be a finite number"):
+        MaskObservation(VectorEnv(), indices=[0], value=float("nan"))

@@ -10,7 +10,7 @@ from stable_baselines3.common.running_mean_std import RunningMeanStd
 from stable_baselines3.common.vec_env import VecNormalize
 
 from sb3_ppo_ext.callbacks._vec_normalize import find_vec_normalize
-from sb3_ppo_ext.validation import check_int
+from sb3_ppo_ext.validation import check_int, check_observation_indices
 
 
 class FreezeNormalizationCallback(BaseCallback):
@@ -79,9 +79,7 @@ class PinObservationStatisticsCallback(BaseCallback):
 
     def __init__(self, indices: list[int], verbose: int = 0) -> None:
         super().__init__(verbose)
-        if isinstance(indices, (str, bytes)) or not isinstance(indices, (list, tuple)) or not indices:
-            raise ValueError(f"indices must be a non-empty list of observation positions, got {indices!r}")
-        self.indices = [check_int(f"indices[{position}]", index, minimum=-(2**31)) for position, index in enumerate(indices)]
+        self.indices = check_observation_indices("indices", indices)
         self.vec_normalize: VecNormalize | None = None
 
     def _init_callback(self) -> None:
@@ -95,10 +93,7 @@ class PinObservationStatisticsCallback(BaseCallback):
         if isinstance(statistics, dict) or statistics.mean.ndim != 1:
             shape = "a Dict observation" if isinstance(statistics, dict) else statistics.mean.shape
             raise ValueError(f"PinObservationStatisticsCallback needs a flat Box observation, got statistics of {shape}")
-        size = statistics.mean.shape[0]
-        for index in self.indices:
-            if not -size <= index < size:
-                raise ValueError(f"observation index {index} is out of range for an observation of {size} entries")
+        check_observation_indices("indices", self.indices, size=statistics.mean.shape[0])
 
     def _on_training_start(self) -> None:
         self._pin()
