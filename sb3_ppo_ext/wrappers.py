@@ -46,7 +46,9 @@ class MaskObservation(gym.ObservationWrapper):
 
     The observation keeps its shape, so a policy's input layer and a ``VecNormalize``'s statistics keep theirs; the
     observation space's bounds at the masked entries become ``value``. For an ablation: does a policy need an input
-    (a walker's foot-contact flags, entries 20 and 21 of ``Walker2D-v0``) to learn? Zoo config::
+    (a walker's foot-contact flags, entries 20 and 21 of ``Walker2D-v0``) to learn? rl-zoo3's ``MaskVelocityWrapper``
+    does the same for the velocity entries of six classic tasks, named in its code; this one takes the entries as a
+    setting. Zoo config::
 
         env_wrapper:
           - sb3_ppo_ext.wrappers.MaskObservation:
