@@ -2,11 +2,13 @@
 
 Plays a model of a run (a ``--save-freq`` checkpoint chosen with ``--steps``, or without it the run's final model,
 and the ``VecNormalize`` statistics saved with it, loaded by unpickling: use it on runs you made) for deterministic
-episodes on the run's own task settings, and prints per episode: the return, the length, how far the torso moved
-(m), the share of steps with both feet, one foot and no foot on the floor, how often a contact flag changed, and the
+episodes on the run's own task settings and env wrappers, and prints per episode: the return, the length, how far
+the torso moved (m), the share of steps with both feet, one foot and no foot on the floor and how often a foot's
+contact changed (read from the task, so also for a run whose wrappers hide the flags from the policy), and the
 policy's sensitivity to its inputs: the mean absolute change of the deterministic action when an input is moved by
 one standard deviation of its normalised value over the episode (a contact flag: flipped), for the two contact flags
-against the median over the other 20 inputs.
+against the median over the other 20 inputs (for a run that hides the flags, e.g. with
+``sb3_ppo_ext.wrappers.MaskObservation``, the flags' sensitivity is that of weights never trained on a non-zero flag).
 
     python benchmarks/walker_plateau.py ~/runs/walker_contacts/sb3_ppo_ext-Walker2D-v0/rlzoo_current/seed_0 \\
         --steps 1000000 --episodes 3
@@ -22,6 +24,7 @@ from typing import Any, cast
 
 import numpy as np
 import torch as th
+from rl_zoo3.utils import get_wrapper_class
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.running_mean_std import RunningMeanStd
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
@@ -99,6 +102,7 @@ def main() -> None:
         n_envs=1,
         seed=args.seed,
         env_kwargs=settings.config.get("env_kwargs"),
+        wrapper_class=get_wrapper_class(settings.config),
         vec_env_cls=DummyVecEnv,
     )
     statistics = VecNormalize.load(statistics_path, env)
@@ -109,10 +113,11 @@ def main() -> None:
     for episode in range(args.episodes):
         observation = cast(np.ndarray, statistics.reset())  # one Box: an array of one row
         start_x = float(task._body_xyz[0])
-        normalised, raw, total, length = [], [], 0.0, 0
+        normalised, raw, feet, total, length = [], [], [], 0.0, 0
         while True:
             normalised.append(observation[0].copy())
             raw.append(cast(np.ndarray, statistics.get_original_obs())[0].copy())
+            feet.append(list(task._feet_contact))  # this state's contacts, whatever the observation shows
             action, _ = model.predict(observation, deterministic=True)
             end_x = float(task._body_xyz[0])
             stepped, _, done, _ = statistics.step(action)
@@ -121,14 +126,15 @@ def main() -> None:
             length += 1
             if done[0]:
                 break
-        contacts = np.array(raw)[:, CONTACT_INPUTS]
+        contacts = np.array(feet)
         both, none = (contacts.sum(axis=1) == 2).mean(), (contacts.sum(axis=1) == 0).mean()
         switches = int(np.abs(np.diff(contacts, axis=0)).sum())
-        sensitivity = input_sensitivity(model, np.array(normalised, dtype=np.float32), contacts, statistics)
+        shown = np.array(raw)[:, CONTACT_INPUTS]
+        sensitivity = input_sensitivity(model, np.array(normalised, dtype=np.float32), shown, statistics)
         moved = f"moved {end_x - start_x:.2f} m, "
         print(
             f"episode {episode}: return {total:.0f}, {length} steps, {moved}both feet down {both:.0%}, one "
-            f"{1 - both - none:.0%}, none {none:.0%}, {switches} flag changes; action change per input: contact "
+            f"{1 - both - none:.0%}, none {none:.0%}, {switches} contact changes; action change per input: contact "
             f"flags {sensitivity[-2]:.4f} and {sensitivity[-1]:.4f}, other inputs median "
             f"{np.median(sensitivity[:-2]):.4f} (max {sensitivity[:-2].max():.4f})"
         )
