@@ -186,6 +186,29 @@ def test_report_joins_several_csvs(tmp_path, capsys):
         grid.main(["report", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"), str(tmp_path / "a.csv")])
 
 
+def test_collect_into_an_existing_csv_keeps_the_runs_another_root_holds(tmp_path, capsys):
+    # Session 1 trained seeds 0 and 1 under one root; session 2, on a fresh machine, resumed seed 1 and ran seed 2.
+    first, second = tmp_path / "first", tmp_path / "second"
+    fake_run(first, "T", "a", 0, [(1000, 10.0)], [[(5.0, 1000)]])
+    fake_run(first, "T", "a", 1, [(1000, 20.0)], [[(5.0, 1000)]])
+    fake_run(second, "T", "a", 1, [(1000, 20.0), (2000, 25.0)], [[(5.0, 1000)]])
+    fake_run(second, "T", "a", 2, [(1000, 30.0)], [[(5.0, 1000)]])
+    path = str(tmp_path / "a.csv")
+    assert grid.main(["collect", "--root", str(first), "--csv", path]) == 0
+    assert grid.main(["collect", "--root", str(second), "--csv", path]) == 0
+    assert "2 runs from" in capsys.readouterr().out.splitlines()[-1]
+    rows = grid.read_csv(path)
+    assert [(r["seed"], r["timesteps"], r["eval_mean"]) for r in rows] == [
+        (0, 1000, 10.0),  # kept: only the first root holds it
+        (1, 1000, 20.0),  # replaced in place by the newer, longer run
+        (1, 2000, 25.0),
+        (2, 1000, 30.0),  # new: appended
+    ]
+    assert rows[0]["wall_s"] == grid.collect(str(first))[0]["wall_s"] == 5.0  # a kept row reads back unchanged
+    assert grid.main(["collect", "--root", str(second), "--csv", path, "--replace"]) == 0
+    assert [r["seed"] for r in grid.read_csv(path)] == [1, 1, 2]
+
+
 def test_report_counts_successes_where_the_task_reports_them(tmp_path):
     fake_run(tmp_path, "R", "a", 0, [(1000, 10.0), (2000, 50.0)], [[(5.0, 1000)]], successes=[[0, 0], [1, 0]])
     fake_run(tmp_path, "R", "a", 1, [(1000, 10.0), (2000, 60.0)], [[(5.0, 1000)]], successes=[[0, 1], [1, 1]])

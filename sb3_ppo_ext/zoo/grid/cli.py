@@ -34,7 +34,9 @@ report success, e.g. the rocket's landings): hard starts rather than one policy'
 (``kind`` periodic or final): task, variant, seed, timesteps, the number of episodes, the mean and standard
 deviation over them, the wall-clock seconds of training until that step (from the training envs' monitor files, so
 it includes the evaluations before it), whether the run has finished, the episodes' mean length, and the training
-values SB3 logged last before it (``train.log``: action std, learning rate, ``approx_kl``, beta).
+values SB3 logged last before it (``train.log``: action std, learning rate, ``approx_kl``, beta). Into an existing
+CSV it merges: the runs found under ``--root`` replace their rows, and the CSV's other runs (trained under another
+root, or on another machine in an earlier session) keep theirs; ``--replace`` writes the root's runs alone.
 
 ``report`` prints, per task and variant (finished runs only, unless ``--include-unfinished``), each seed's score
 (its final evaluation where every seed has one, else its last periodic one), their mean, the interquartile mean
@@ -68,7 +70,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sb3_ppo_ext.zoo.grid.cells import load_grid
-from sb3_ppo_ext.zoo.grid.collect import collect, read_csv, write_csv
+from sb3_ppo_ext.zoo.grid.collect import collect, merge_rows, read_csv, write_csv
 from sb3_ppo_ext.zoo.grid.evaluate import evaluate_cells, shared_failures
 from sb3_ppo_ext.zoo.grid.report import CURVE_VALUES, curve_table, plot, report
 from sb3_ppo_ext.zoo.grid.run import run_grid, snapshot_cells
@@ -106,9 +108,16 @@ def build_parser() -> argparse.ArgumentParser:
     stash.add_argument("--to", required=True, help="destination folder (same layout as --root)")
     hard = commands.add_parser("failures", help="final-evaluation starts that failed for every seed (after evaluate)")
     hard.add_argument("--root", required=True)
-    gather = commands.add_parser("collect", help="write one CSV of every evaluation under --root")
+    gather = commands.add_parser(
+        "collect",
+        help="write one CSV of every evaluation under --root; runs already in an existing CSV that --root "
+        "does not hold keep their rows",
+    )
     gather.add_argument("--root", required=True)
     gather.add_argument("--csv", required=True)
+    gather.add_argument(
+        "--replace", action="store_true", help="write only the runs under --root, dropping the CSV's other runs"
+    )
     final = commands.add_parser("evaluate", help="evaluate the final model of every finished cell on many episodes")
     final.add_argument("--root", required=True)
     final.add_argument("--episodes", type=int, default=100)
@@ -219,7 +228,12 @@ def main(argv: Sequence[str] | None = None, relative_to: str | None = None) -> i
         return 0
     if args.command == "collect":
         rows = collect(os.path.expanduser(args.root))
+        collected_runs = len({(r["task"], r["variant"], r["seed"]) for r in rows})
+        if os.path.isfile(args.csv) and not args.replace:
+            rows = merge_rows(read_csv(args.csv), rows)
+        all_runs = len({(r["task"], r["variant"], r["seed"]) for r in rows})
         write_csv(rows, args.csv)
-        print(f"{len(rows)} evaluations of {len({(r['task'], r['variant'], r['seed']) for r in rows})} runs -> {args.csv}")
+        kept = f" (and {all_runs - collected_runs} runs kept from the CSV)" if all_runs > collected_runs else ""
+        print(f"{len(rows)} evaluations: {collected_runs} runs from {args.root}{kept} -> {args.csv}")
         return 0
     return _report(args)

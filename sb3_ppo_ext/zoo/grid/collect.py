@@ -173,6 +173,35 @@ def collect(root: str) -> list[dict[str, Any]]:
     return rows
 
 
+def merge_rows(existing: Sequence[dict[str, Any]], collected: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``existing`` rows (a CSV read back) with every run that ``collected`` holds replaced by its collected rows.
+
+    A run is a (task, variant, seed); its collected rows take the place of its first existing row, so the CSV keeps
+    its order, and runs new to it follow at the end. Runs that ``collected`` lacks (trained under another root or
+    on another machine) keep their rows.
+    """
+
+    def run_of(row: dict[str, Any]) -> tuple[str, str, int]:
+        return str(row["task"]), str(row["variant"]), int(row["seed"])
+
+    by_run: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    for row in collected:
+        by_run.setdefault(run_of(row), []).append(row)
+    merged: list[dict[str, Any]] = []
+    placed: set[tuple[str, str, int]] = set()
+    for row in existing:
+        run = run_of(row)
+        if run not in by_run:
+            merged.append(row)
+        elif run not in placed:
+            merged.extend(by_run[run])
+            placed.add(run)
+    for run, rows in by_run.items():
+        if run not in placed:
+            merged.extend(rows)
+    return merged
+
+
 def write_csv(rows: Sequence[dict[str, Any]], path: str) -> None:
     """Write ``rows`` (from :func:`collect`) to the CSV file ``path`` with the columns ``CSV_FIELDS``."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
