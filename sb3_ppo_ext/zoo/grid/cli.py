@@ -70,7 +70,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sb3_ppo_ext.zoo.grid.cells import load_grid
-from sb3_ppo_ext.zoo.grid.collect import collect, merge_rows, read_csv, write_csv
+from sb3_ppo_ext.zoo.grid.collect import collect, merge_rows, read_csv, run_key, write_csv
 from sb3_ppo_ext.zoo.grid.evaluate import evaluate_cells, shared_failures
 from sb3_ppo_ext.zoo.grid.report import CURVE_VALUES, curve_table, plot, report
 from sb3_ppo_ext.zoo.grid.run import run_grid, snapshot_cells
@@ -183,7 +183,7 @@ def _report(args: argparse.Namespace) -> int:
     found_in: dict[tuple[str, str, int], int] = {}  # run -> position of its CSV among the arguments
     for position, path in enumerate(args.csv):
         for row in read_csv(path):
-            run = (row["task"], row["variant"], row["seed"])
+            run = run_key(row)
             if found_in.setdefault(run, position) != position:
                 raise SystemExit(
                     f"grid.py report: the run {run[0]} / {run[1]} / seed {run[2]} is in {args.csv[found_in[run]]} and "
@@ -228,10 +228,10 @@ def main(argv: Sequence[str] | None = None, relative_to: str | None = None) -> i
         return 0
     if args.command == "collect":
         rows = collect(os.path.expanduser(args.root))
-        collected_runs = len({(r["task"], r["variant"], r["seed"]) for r in rows})
+        collected_runs = len({run_key(row) for row in rows})
         if os.path.isfile(args.csv) and not args.replace:
             rows = merge_rows(read_csv(args.csv), rows)
-        all_runs = len({(r["task"], r["variant"], r["seed"]) for r in rows})
+        all_runs = len({run_key(row) for row in rows})
         write_csv(rows, args.csv)
         kept = f" (and {all_runs - collected_runs} runs kept from the CSV)" if all_runs > collected_runs else ""
         print(f"{len(rows)} evaluations: {collected_runs} runs from {args.root}{kept} -> {args.csv}")

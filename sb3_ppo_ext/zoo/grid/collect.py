@@ -173,6 +173,11 @@ def collect(root: str) -> list[dict[str, Any]]:
     return rows
 
 
+def run_key(row: dict[str, Any]) -> tuple[str, str, int]:
+    """The run a row of :func:`collect` or :func:`read_csv` belongs to: (task, variant, seed)."""
+    return str(row["task"]), str(row["variant"]), int(row["seed"])
+
+
 def merge_rows(existing: Sequence[dict[str, Any]], collected: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """``existing`` rows (a CSV read back) with every run that ``collected`` holds replaced by its collected rows.
 
@@ -180,17 +185,13 @@ def merge_rows(existing: Sequence[dict[str, Any]], collected: Sequence[dict[str,
     its order, and runs new to it follow at the end. Runs that ``collected`` lacks (trained under another root or
     on another machine) keep their rows.
     """
-
-    def run_of(row: dict[str, Any]) -> tuple[str, str, int]:
-        return str(row["task"]), str(row["variant"]), int(row["seed"])
-
     by_run: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
     for row in collected:
-        by_run.setdefault(run_of(row), []).append(row)
+        by_run.setdefault(run_key(row), []).append(row)
     merged: list[dict[str, Any]] = []
     placed: set[tuple[str, str, int]] = set()
     for row in existing:
-        run = run_of(row)
+        run = run_key(row)
         if run not in by_run:
             merged.append(row)
         elif run not in placed:
