@@ -186,7 +186,7 @@ class HumanoidFlagrunEnv(HumanoidEnv):
     :param random_yaw: face a random direction at the start.
     """
 
-    #: The current step's flags: the flag-run blocks fine-tune the Humanoid agent, which learned with them
+    #: The current step's flags: the flag-run runs fine-tune a Humanoid checkpoint that learned with them
     #: (``benchmarks/grids/humanoid_flagrun.yml``); the previous step's were not tried on the flag runs.
     default_foot_contacts = "current"
 
