@@ -44,6 +44,7 @@ import numpy as np
 import pybullet
 
 import sb3_ppo_ext  # noqa: F401  (registers the sb3_ppo_ext/ ids)
+from sb3_ppo_ext.envs._bullet import BulletClient
 
 PAIRS = {
     "Walker2D": ("sb3_ppo_ext/Walker2D-v0", "Walker2DBulletEnv-v0"),
@@ -103,7 +104,17 @@ def random_actions(space: gym.spaces.Space, count: int, rng: np.random.Generator
     """``count`` uniform random actions: ``float32`` rows for a Box, ``int64`` indices for a Discrete space."""
     if isinstance(space, gym.spaces.Discrete):
         return rng.integers(space.start, space.start + space.n, size=count, dtype=np.int64)
-    return rng.uniform(space.low, space.high, size=(count, *space.shape)).astype(space.dtype)
+    if isinstance(space, gym.spaces.Box):
+        return rng.uniform(space.low, space.high, size=(count, *space.shape)).astype(space.dtype)
+    raise TypeError(f"random actions for a Box or a Discrete action space only, not {space}")
+
+
+def physics_client(env: gym.Env) -> BulletClient:
+    """The PyBullet client of one of our tasks (each keeps it as ``_client``)."""
+    client = getattr(env.unwrapped, "_client", None)
+    if not isinstance(client, BulletClient):
+        raise TypeError(f"{env.unwrapped} has no PyBullet client of this package")
+    return client
 
 
 def record_calls(env: gym.Env) -> list[Call]:
@@ -112,7 +123,7 @@ def record_calls(env: gym.Env) -> list[Call]:
     The env's client (:class:`sb3_ppo_ext.envs._bullet.BulletClient`) serves its bound functions from its instance
     dictionary; each is replaced by one that records, then calls.
     """
-    client = env.unwrapped._client
+    client = physics_client(env)
     calls: list[Call] = []
 
     def recording(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
@@ -131,7 +142,7 @@ def record_calls(env: gym.Env) -> list[Call]:
 
 def replay_plan(env: gym.Env, calls: list[Call]) -> list[tuple[Callable[..., Any], tuple, dict]]:
     """``calls`` bound to ``env``'s own client, pure maths left out, ready to be replayed in a loop."""
-    client = env.unwrapped._client
+    client = physics_client(env)
     return [(getattr(client, name), args, kwargs) for name, args, kwargs in calls if name not in PURE_MATHS]
 
 
@@ -202,7 +213,7 @@ def compare(ours_id: str, reference_id: str, steps: int, rounds: int, seed: int 
     ours = gym.make(ours_id, disable_env_checker=True)
     reference = gym.make(reference_id, disable_env_checker=True)
     timed = gym.make(ours_id, disable_env_checker=True)
-    client = timed.unwrapped._client
+    client = physics_client(timed)
     timer = TimedStepSimulation(client.stepSimulation)
     client.__dict__["stepSimulation"] = timer  # instance attribute: the env's calls go through the timer
     rng = np.random.default_rng(seed)
@@ -211,7 +222,7 @@ def compare(ours_id: str, reference_id: str, steps: int, rounds: int, seed: int 
         env.reset(seed=seed)
     ours_rates, reference_rates, ceiling_rates = [], [], []
     for _ in range(rounds):
-        actions = rng.uniform(-1.0, 1.0, size=(per_round, *ours.action_space.shape)).astype(np.float32)
+        actions = random_actions(ours.action_space, per_round, rng)
         ours_rates.append(per_round / run_steps(ours, actions))
         reference_rates.append(per_round / run_steps(reference, actions))
         timer.seconds = 0.0

@@ -165,8 +165,8 @@ def build_vec_env(kind: str, env_id: str, n_envs: int, workers: int) -> VecEnv:
             env_id,
             n_envs,
             seed=0,
-            vec_env_cls=RayVecEnv,
-            vec_env_kwargs={  # type: ignore[arg-type]
+            vec_env_cls=RayVecEnv,  # type: ignore[arg-type]
+            vec_env_kwargs={
                 "envs_per_actor": -(-n_envs // workers),
                 "actor_options": {"num_cpus": 0},
             },

@@ -336,8 +336,8 @@ def card(folder: str, *, level: int = 1, links_from: str | None = None) -> str:
                 f"{provenance['final_eval_timesteps']:,} steps (rl-zoo3's periodic deterministic evaluation)",
             )
         )
-    if run is not None and provenance.get("model", "final") == "final" and run.final(run.seed) is not None:
-        final = run.final(run.seed)
+    final = run.final(run.seed) if run is not None and provenance.get("model", "final") == "final" else None
+    if final is not None:
         rows.append(
             (
                 "the grid's evaluation of the final model",
@@ -390,7 +390,7 @@ def card(folder: str, *, level: int = 1, links_from: str | None = None) -> str:
         ]
 
     lines += [f"{section} Commands", "", "```bash"]
-    if cell is not None:
+    if cell is not None and run is not None:  # grid_cell finds a cell only for a run
         grid_file, grid_cell_ = cell
         cell_folder = f"~/runs/grid/{env_id.replace('/', '-')}/{run.variant}/seed_{run.seed}"
         lines += [
@@ -590,7 +590,7 @@ def render_picture(
     for step in chosen:
         image = Image.fromarray(frames[step])
         width = round(image.width * PICTURE_HEIGHT / image.height)
-        images.append(image.resize((width, PICTURE_HEIGHT), Image.LANCZOS))
+        images.append(image.resize((width, PICTURE_HEIGHT), Image.Resampling.LANCZOS))
     gap = 4
     strip = Image.new("RGB", (sum(image.width for image in images) + gap * (len(images) - 1), PICTURE_HEIGHT), (160, 160, 160))
     x = 0

@@ -330,6 +330,7 @@ class HumanoidFlagrunHarderEnv(HumanoidFlagrunEnv):
             and self._frame > self.cube_throw_after_steps
             and self._ground_steps == 0
         ):
+            assert self._state is not None  # read by the physics step before this task step
             start, velocity = cube_throw(self.np_random, self._body_xyz, np.asarray(self._state.torso_velocity))
             self._client.resetBasePositionAndOrientation(self._cube_id, start.tolist(), [0.0, 0.0, 0.0, 1.0])
             self._client.resetBaseVelocity(self._cube_id, velocity.tolist(), [0.0, 0.0, 0.0])

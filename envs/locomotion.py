@@ -35,7 +35,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import gymnasium
 import numpy as np
@@ -488,10 +488,14 @@ class LocomotionEnv(gymnasium.Env):
     :param mass_scale_range: if set, each episode scales every body's mass by its own ``U(low, high)``.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["human", "rgb_array"], "render_fps": 1.0 / CONTROL_TIMESTEP}
+    # Declared as gymnasium.Env declares it (an instance variable there, so not a ClassVar here).
+    metadata: dict[str, Any] = {"render_modes": ["human", "rgb_array"], "render_fps": 1.0 / CONTROL_TIMESTEP}  # noqa: RUF012
 
     #: Height the observation's first entry is measured from; ``None`` = the torso height after reset.
     reference_height: float | None = None
+    #: A box of joint torques in [-1, 1] (set in ``__init__``; declared here for type checkers, as ``gymnasium.Env``
+    #: declares it a plain ``Space``).
+    action_space: spaces.Box
     #: The foot-contact flags shown when ``foot_contacts`` is not given (one of :data:`FOOT_CONTACTS`).
     default_foot_contacts: str = "current"
     reward_terms: tuple[str, ...] = ("alive", "progress", "electricity", "stall_torque", "joints_at_limit", "feet_collision")
@@ -743,6 +747,7 @@ class LocomotionEnv(gymnasium.Env):
 
     def _observation(self) -> tuple[np.ndarray, bool]:
         state = self._state
+        assert state is not None  # _read_robot runs before every observation
         roll, pitch, yaw = self._rpy
         vx, vy, vz = rotate_to_heading_frame(state.torso_velocity, yaw)
         size = len(self._scaled_positions)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import gymnasium as gym
 import numpy as np
@@ -163,8 +163,9 @@ class RewardWeights:
         if isinstance(value, cls):
             return value
         check_that(isinstance(value, Mapping), "reward_weights", value, "be None, a RewardWeights or a mapping of its fields")
-        check_known_keys("reward_weights", value, [field.name for field in fields(cls)], what="term")
-        return cls(**value)
+        mapping = cast(Mapping[str, float], value)
+        check_known_keys("reward_weights", mapping, [field.name for field in fields(cls)], what="term")
+        return cls(**mapping)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -427,7 +428,8 @@ class RocketLanderEnv(gym.Env):
     ``reset()``, ``step()`` and ``render()`` of a closed env raise ``RuntimeError``.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["human", "rgb_array"], "render_fps": 20}
+    # Declared as gymnasium.Env declares it (an instance variable there, so not a ClassVar here).
+    metadata: dict[str, Any] = {"render_modes": ["human", "rgb_array"], "render_fps": 20}  # noqa: RUF012
 
     def __init__(
         self,
@@ -601,7 +603,7 @@ class RocketLanderEnv(gym.Env):
     # ------------------------------------------------------------------ gymnasium API
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
         """Start an episode; ``options`` must be ``None`` or empty (this task takes no reset options)."""
-        check_not_closed(self._client, "reset", self)
+        client = check_not_closed(self._client, "reset", self)
         check_reset_options(options)
         super().reset(seed=seed)
         vehicle, world = self.vehicle, self.world
@@ -616,18 +618,18 @@ class RocketLanderEnv(gym.Env):
         tilt = rng.uniform(0.0, self.start_tilt)
         tilt_axis = rng.uniform(-math.pi, math.pi)
         roll = rng.uniform(-math.pi, math.pi)
-        spin = rng.uniform(-self.start_spin, self.start_spin, size=3)
+        spin_x, spin_y, spin_z = rng.uniform(-self.start_spin, self.start_spin, size=3)
         # Roll about the body axis, then tilt about a horizontal axis at angle tilt_axis.
         roll_quaternion = pybullet.getQuaternionFromAxisAngle([0.0, 0.0, 1.0], roll)
         tilt_quaternion = pybullet.getQuaternionFromAxisAngle([math.cos(tilt_axis), math.sin(tilt_axis), 0.0], tilt)
         _, orientation = pybullet.multiplyTransforms([0, 0, 0], tilt_quaternion, [0, 0, 0], roll_quaternion)
         world.start(rng)
         deck_x, deck_y, deck_z = world.deck_position
-        position = [deck_x + x, deck_y + y, deck_z + REST_HEIGHT + altitude]
-        vehicle.place(position, orientation, [vx, vy, vz], spin)
+        position = (deck_x + x, deck_y + y, deck_z + REST_HEIGHT + altitude)
+        vehicle.place(position, orientation, (vx, vy, vz), (spin_x, spin_y, spin_z))
         vehicle.update_mass()
         # Refresh the contact points: otherwise those of the last episode's final step would be read.
-        self._client.performCollisionDetection()
+        client.performCollisionDetection()
         state = landing_state(vehicle.read(world.deck_id), world.deck_position, world.deck_velocity)
         vehicle.cut_off_at_touchdown()  # a start with a foot already on the deck
         observation = self._observation(state)
@@ -640,7 +642,7 @@ class RocketLanderEnv(gym.Env):
         """Apply ``action`` for ``frame_skip`` physics steps; return the observation, the reward (the sum of the
         task's terms, each in ``info`` as ``reward_<term>``), ``terminated``, ``truncated`` (always ``False``: the time
         limit is the registration's ``max_episode_steps``) and ``info`` (``is_success`` once landed)."""
-        check_not_closed(self._client, "step", self)
+        client = check_not_closed(self._client, "step", self)
         if not self.task.started:
             raise RuntimeError("step() called before reset()")
         vehicle, world = self.vehicle, self.world
@@ -656,7 +658,7 @@ class RocketLanderEnv(gym.Env):
         # The force goes in the body frame at the base origin, so that it turns with the body and adds no torque
         # as the body moves during the frame skip; the torque is held in world axes for the agent step.
         torque = body_to_world((tx, ty, tz), vehicle.axes)
-        step_simulation = self._client.stepSimulation
+        step_simulation = client.stepSimulation
         for substep in range(self.frame_skip):
             if world.deck_motion > 0:
                 world.move_deck(self.time + (substep + 1) * self.physics_time_step)
@@ -681,7 +683,7 @@ class RocketLanderEnv(gym.Env):
             # Clipped to [-1, 1] value by value, as np.clip does (the action is finite here).
             throttle, gimbal_x, gimbal_y, rcs_x, rcs_y, rcs_roll = [
                 -1.0 if value < -1.0 else (1.0 if value > 1.0 else value)
-                for value in box_action_values(action, self.action_space)
+                for value in box_action_values(action, cast(spaces.Box, self.action_space))
             ]
             vehicle.command_continuous(throttle, gimbal_x, gimbal_y)
             return rcs_x, rcs_y, rcs_roll
@@ -757,6 +759,7 @@ class RocketLanderEnv(gym.Env):
             gym.logger.warn("render() called without a render_mode; pass render_mode='rgb_array' or 'human'")
             return None
         check_not_closed(self._client, "render", self)
+        assert self.renderer is not None  # made in __init__ whenever render_mode is set
         return self.renderer.render(self.render_mode, self.vehicle, self.world.deck_position)
 
     def close(self) -> None:
