@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from sb3_ppo_ext.zoo.hyperparams import preprocess_block
 
 def _one_step_model(**kwargs) -> PPO:
     """One Adam step per train(): the whole 64-sample rollout is one minibatch, one epoch."""
-    settings = dict(n_steps=64, batch_size=64, n_epochs=1, learning_rate=1e-3, seed=0, device="cpu")
+    settings: dict[str, Any] = dict(n_steps=64, batch_size=64, n_epochs=1, learning_rate=1e-3, seed=0, device="cpu")
     settings.update(kwargs)
     return PPO("MlpPolicy", "Pendulum-v1", **settings)
 

@@ -16,7 +16,7 @@ import time
 import warnings
 import zipfile
 from pathlib import Path
-from typing import ClassVar
+from typing import Any
 
 import gymnasium as gym
 import imageio
@@ -69,7 +69,7 @@ TINY = {"net_arch": [16]}
 class NoRenderEnv(gym.Env):
     """An env that cannot render at all."""
 
-    metadata: ClassVar[dict] = {"render_modes": []}
+    metadata: dict[str, Any] = {"render_modes": []}
     observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
     action_space = gym.spaces.Discrete(2)
 
@@ -81,7 +81,7 @@ class NoRenderEnv(gym.Env):
         return np.zeros(2, np.float32), 0.0, False, False, {}
 
 
-gym.register("CallbackTestNoRender-v0", entry_point=NoRenderEnv, max_episode_steps=10)
+gym.register("CallbackTestNoRender-v0", entry_point=lambda **kwargs: NoRenderEnv(**kwargs), max_episode_steps=10)
 
 
 class SuccessAtTimeLimit(gym.Wrapper):
@@ -593,7 +593,10 @@ class KeepProcess(BaseCallback):
 
     def __init__(self, live: LiveViewCallback):
         super().__init__()
-        self.live, self.process, self.niceness, self.policy = live, None, None, None
+        self.live = live
+        self.process: Any = None
+        self.niceness: int | None = None
+        self.policy: int | None = None
 
     def _on_step(self) -> bool:
         if self.process is None and self.live.process is not None:

@@ -30,6 +30,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 def make_env(env_id: str, **kwargs) -> gym.Env:
     """``gym.make``, failing with the entry point named when the task's registered module does not import."""
     entry_point = gym.spec(env_id).entry_point
+    assert isinstance(entry_point, str)
     try:
         importlib.import_module(entry_point.split(":")[0])
     except ImportError as error:
@@ -409,6 +410,7 @@ def trajectory_actions(space: spaces.Space, steps: int, seed: int) -> np.ndarray
     rng = np.random.default_rng(seed)
     if isinstance(space, spaces.Discrete):
         return rng.integers(space.start, space.start + space.n, size=steps, dtype=np.int64)
+    assert isinstance(space, spaces.Box)
     return rng.uniform(space.low, space.high, size=(steps, *space.shape)).astype(space.dtype)
 
 
@@ -430,7 +432,7 @@ def record_trajectory(case: str, actions: np.ndarray | None = None) -> dict[str,
         events.append((0, observation, 0.0, False, False, exact_text(info)))
         for action in actions:
             observation, reward, terminated, truncated, info = env.step(action)
-            events.append((1, observation, reward, terminated, truncated, exact_text(info) + exact_text(reward)))
+            events.append((1, observation, float(reward), terminated, truncated, exact_text(info) + exact_text(reward)))
             if terminated or truncated:
                 observation, info = env.reset()
                 events.append((0, observation, 0.0, False, False, exact_text(info)))
@@ -453,7 +455,7 @@ def write_trajectories(path: str = TRAJECTORIES_FILE) -> None:
     """Record every :data:`TRAJECTORY_CASES` case into ``path`` (keys ``<case>/<field>``); run it with the envs
     whose behaviour is to be kept (the recording in the repository was made before the per-step speed-ups)."""
     arrays = {f"{case}/{field}": value for case in TRAJECTORY_CASES for field, value in record_trajectory(case).items()}
-    np.savez_compressed(path, **arrays)
+    np.savez_compressed(path, **arrays)  # type: ignore[arg-type]  # numpy's stub reads the arrays as its flags
 
 
 def replay_in_a_fresh_interpreter(case: str, actions: np.ndarray, folder) -> dict[str, np.ndarray]:

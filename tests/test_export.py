@@ -33,6 +33,7 @@ def _raw_observations(model: PPO, count: int = 64) -> np.ndarray:
     """Observations spread widely enough that some normalised values hit clip_obs and some actions hit the bounds."""
     rng = np.random.default_rng(1)
     shape = model.observation_space.shape
+    assert shape is not None
     return (rng.normal(size=(count, *shape)) * 3.0).astype(np.float32)
 
 
@@ -151,7 +152,7 @@ def test_export_callback_fails_at_creation_without_onnx(tmp_path, monkeypatch):
     ExportPolicyCallback(str(tmp_path), formats="torchscript")  # TorchScript needs only torch
 
 
-class _BoxAndDiscreteObservations(__import__("gymnasium").Env):
+class _BoxAndDiscreteObservations(gym.Env):
     """A Dict observation with a vector and a Discrete key (one-hot encoded by the policy's preprocessing)."""
 
     def __init__(self):

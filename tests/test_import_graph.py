@@ -89,7 +89,7 @@ def imports_of(module: str, files: dict[str, str]) -> list[tuple[str, int, bool,
     lines = source.splitlines()
     tree = ast.parse(source, filename=path)
     base = module if is_package(module, files) else module.rpartition(".")[0]
-    found = []
+    found: list[tuple[str, int, bool, bool]] = []
 
     def commented(node: ast.stmt) -> bool:
         """A comment on the statement's lines, or on the line above it or above the imports just before it."""

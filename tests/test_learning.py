@@ -1,5 +1,7 @@
 """Learning: every objective solves CartPole-v1 and Pendulum-v1 within the zoo budgets; ours matches SB3's PPO."""
 
+from typing import Any
+
 import numpy as np
 import pytest
 from stable_baselines3 import PPO as SB3PPO
@@ -10,7 +12,7 @@ from stable_baselines3.common.evaluation import evaluate_policy
 from sb3_ppo_ext import PPO
 
 # rl-zoo3's tuned PPO settings (hyperparams/ppo.yml): env id -> (n_envs, n_timesteps, constructor kwargs)
-ZOO = {
+ZOO: dict[str, tuple[int, int, dict[str, Any]]] = {
     "CartPole-v1": (
         8,
         100_000,

@@ -12,6 +12,7 @@ from sb3_ppo_ext.pretrained import agent_folder, list_pretrained, read_agent
 
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("model_cards", ROOT / "benchmarks" / "model_cards.py")
+assert spec is not None and spec.loader is not None
 model_cards = importlib.util.module_from_spec(spec)
 sys.modules["model_cards"] = model_cards
 spec.loader.exec_module(model_cards)

@@ -6,6 +6,7 @@ were."""
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -27,7 +28,8 @@ class PoisonAt(gym.Wrapper):
 
     def __init__(self, env: gym.Env, at: int, what: str):
         super().__init__(env)
-        self.at, self.what, self.steps, self.actions = at, what, 0, []
+        self.at, self.what, self.steps = at, what, 0
+        self.actions: list[Any] = []
 
     def step(self, action):
         self.actions.append(np.asarray(action, dtype=float).copy())
@@ -69,7 +71,9 @@ class PoisonReturns(BaseCallback):
 
     def __init__(self, rollout: int):
         super().__init__()
-        self.rollout, self.seen, self.weights, self.optimizer_state = rollout, 0, None, None
+        self.rollout, self.seen = rollout, 0
+        self.weights: dict[str, Any] | None = None
+        self.optimizer_state: dict[str, Any] | None = None
 
     def _on_step(self) -> bool:
         return True
@@ -77,6 +81,7 @@ class PoisonReturns(BaseCallback):
     def _on_rollout_end(self) -> None:
         self.seen += 1
         if self.seen == self.rollout:
+            assert isinstance(self.model, PPO)
             self.model.rollout_buffer.returns[:] = np.nan
             self.weights = copy.deepcopy(self.model.policy.state_dict())
             self.optimizer_state = copy.deepcopy(self.model.policy.optimizer.state_dict())
@@ -150,6 +155,7 @@ class DictObservation(gym.ObservationWrapper):
 
     def __init__(self, env: gym.Env):
         super().__init__(env)
+        assert isinstance(env.observation_space, spaces.Box)
         low, high = env.observation_space.low, env.observation_space.high
         self.observation_space = spaces.Dict({"angle": spaces.Box(low[:2], high[:2]), "speed": spaces.Box(low[2:], high[2:])})
 
@@ -162,10 +168,12 @@ class LastStatistics(BaseCallback):
 
     def __init__(self):
         super().__init__()
-        self.last = None
+        self.last: Any = None
 
     def _on_step(self) -> bool:
-        self.last = copy.deepcopy(statistics_of(self.model.get_vec_normalize_env()))
+        vec_normalize = self.model.get_vec_normalize_env()
+        assert vec_normalize is not None
+        self.last = copy.deepcopy(statistics_of(vec_normalize))
         return True
 
 

@@ -6,6 +6,7 @@ Every Ray address stays on 127.0.0.1: ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` is
 
 import os
 import time
+from typing import cast
 
 import gymnasium as gym
 import numpy as np
@@ -103,13 +104,19 @@ def cluster():
 
 
 def ray_vec_env(env_id: str, n_envs: int, seed: int, **kwargs) -> RayVecEnv:
-    return make_vec_env(
-        env_id, n_envs=n_envs, seed=seed, vec_env_cls=RayVecEnv, vec_env_kwargs={"actor_options": {"num_cpus": 1}, **kwargs}
+    # make_vec_env's annotation names only SB3's two classes; any VecEnv taking env_fns works
+    env = make_vec_env(
+        env_id,
+        n_envs=n_envs,
+        seed=seed,
+        vec_env_cls=RayVecEnv,  # type: ignore[arg-type]
+        vec_env_kwargs={"actor_options": {"num_cpus": 1}, **kwargs},
     )
+    return cast(RayVecEnv, env)
 
 
 def dummy_vec_env(env_id: str, n_envs: int, seed: int) -> DummyVecEnv:
-    return make_vec_env(env_id, n_envs=n_envs, seed=seed, vec_env_cls=DummyVecEnv)
+    return cast(DummyVecEnv, make_vec_env(env_id, n_envs=n_envs, seed=seed, vec_env_cls=DummyVecEnv))
 
 
 def assert_same_step(step, expected):

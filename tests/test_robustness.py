@@ -45,7 +45,7 @@ def touch(marker: str) -> str:
     return f"__import__('os').system('touch {marker}')"
 
 
-def run_cli(argv: list[str], capsys) -> tuple[int | None, str, float]:
+def run_cli(argv: list[str], capsys) -> tuple[int | str | None, str, float]:
     """Run ``sb3-ppo-ext argv``: its exit status (``None`` when it returned), its last stderr line, the seconds taken.
 
     An exception other than ``SystemExit`` counts as a traceback (``"Traceback ..."``), i.e. no one-line refusal.

@@ -74,7 +74,7 @@ def run_episode(env: gym.Env, seed: int, policy) -> tuple[dict, float, int]:
     total, steps = 0.0, 0
     while True:
         observation, reward, terminated, truncated, info = env.step(policy(observation))
-        total += reward
+        total += float(reward)
         steps += 1
         if terminated or truncated:
             return info, total, steps
@@ -320,7 +320,7 @@ def test_same_seed_and_actions_give_identical_trajectories() -> None:
         out = [observation]
         for _ in range(60):
             observation, reward, terminated, truncated, _ = env.step(rng.uniform(-1, 1, 6).astype(np.float32))
-            out.append(np.append(observation, reward))
+            out.append(np.append(observation, float(reward)))
             if terminated or truncated:
                 observation, _ = env.reset(seed=12)
         return out
@@ -449,6 +449,7 @@ def test_discrete_variant_controls_engine_and_gimbal() -> None:
     assert env.action_space == gym.spaces.Discrete(7)
     env.reset(seed=0)
     rocket = env.unwrapped
+    assert isinstance(rocket, RocketLanderEnv)
     env.step(1)
     assert rocket.throttle_command == pytest.approx(rocket.min_throttle + 0.1)
     env.step(3)
@@ -500,7 +501,9 @@ def test_many_make_close_cycles_leak_nothing() -> None:
         env = gym.make("sb3_ppo_ext/RocketLander-v0")
         env.reset(seed=index)
         env.step(env.action_space.sample())
-        client_id = env.unwrapped._client.client_id
+        rocket = env.unwrapped
+        assert isinstance(rocket, RocketLanderEnv) and rocket._client is not None
+        client_id = rocket._client.client_id
         env.close()
         assert client_id < 4  # ids are reused: nothing stays connected
     # ru_maxrss is in KiB on Linux; 1000 leaked scenes would be far more than 50 MiB.

@@ -9,6 +9,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("ship_agent", ROOT / "benchmarks" / "ship_agent.py")
+assert spec is not None and spec.loader is not None
 ship_agent = importlib.util.module_from_spec(spec)
 sys.modules["ship_agent"] = ship_agent
 spec.loader.exec_module(ship_agent)

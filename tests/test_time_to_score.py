@@ -8,12 +8,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("time_to_score", ROOT / "benchmarks" / "time_to_score.py")
+assert spec is not None and spec.loader is not None
 time_to_score = importlib.util.module_from_spec(spec)
 sys.modules["time_to_score"] = time_to_score
 spec.loader.exec_module(time_to_score)
@@ -29,7 +31,7 @@ def write_evaluations(run_folder: Path, timesteps: list[int], results: list[list
     return path
 
 
-def result(contender: str, seed: int, to_threshold: float | None, run: float) -> "time_to_score.RunResult":
+def result(contender: str, seed: int, to_threshold: float | None, run: float) -> Any:
     return time_to_score.RunResult(
         task="T",
         seed=seed,
