@@ -42,7 +42,7 @@ from sb3_ppo_ext.zoo.safe_yaml import (
 )
 from sb3_ppo_ext.zoo.sampler import convert_ppo_ext_params, sample_ppo_ext_params
 
-#: A resource bomb must be refused within these seconds and this growth of the process's peak memory (the attacks
+#: A resource bomb must be refused within these CPU seconds and this growth of the process's peak memory (the attacks
 #: took 42 s and 5 GB before their MemoryError).
 BOMB_SECONDS = 5.0
 BOMB_BYTES = 1 << 30
@@ -512,10 +512,10 @@ def billion_laughs(levels: int = 9) -> str:
 def test_an_alias_bomb_is_refused_at_once():
     bomb = billion_laughs()
     assert len(bomb) < 700
-    started = time.perf_counter()
+    started = time.process_time()
     with pytest.raises(ValueError, match=f"more than {MAX_YAML_NODES} YAML nodes once its aliases are expanded"):
         load_yaml(bomb, where="bomb.yml")
-    assert time.perf_counter() - started < 0.5
+    assert time.process_time() - started < BOMB_SECONDS
 
 
 @pytest.mark.parametrize(
@@ -667,7 +667,7 @@ def test_aliases_of_a_long_string_cost_its_length(refused_within):
 
 def test_an_alias_bomb_in_a_run_file_is_refused_quickly(tmp_path):
     (tmp_path / "config.yml").write_text(billion_laughs())
-    started = time.perf_counter()
+    started = time.process_time()
     with pytest.raises(ValueError, match="aliases are expanded"):
         check_run_folder(str(tmp_path))
-    assert time.perf_counter() - started < 0.5
+    assert time.process_time() - started < BOMB_SECONDS

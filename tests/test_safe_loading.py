@@ -377,7 +377,7 @@ def test_statistics_round_trip_and_refusals(tmp_path):
 
 # --- resource bombs ---------------------------------------------------------------------------------------------
 
-#: A bomb must be refused within these seconds and this growth of the process's peak memory (the attacks used 3.4 to
+#: A bomb must be refused within these CPU seconds and this growth of the process's peak memory (the attacks used 3.4 to
 #: 4.5 GB before they failed).
 BOMB_SECONDS = 5.0
 BOMB_BYTES = 1 << 30
