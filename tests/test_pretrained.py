@@ -160,6 +160,11 @@ def test_play_reports_distance_and_speed_on_a_walker(normalized):
     (episode, *_) = play(Still(), env, 1000)
     assert not episode["truncated"] and episode["length"] < 1000
     assert abs(episode["speed"] - episode["distance"] / (episode["length"] * 0.0165)) < 1e-9
+    # the task's reward terms over the episode, which add up to its (unnormalised) return
+    terms = episode["reward_terms"]
+    assert set(terms) == {"alive", "progress", "electricity", "stall_torque", "joints_at_limit", "feet_collision"}
+    assert sum(terms.values()) == pytest.approx(episode["return"], rel=1e-9, abs=1e-6)
+    assert terms["electricity"] == 0.0 and terms["alive"] > 0  # no torque; standing for a while
     with pytest.raises(ValueError, match="n_steps"):
         play(Still(), env, 0)
 
@@ -218,6 +223,11 @@ def test_episode_lines_and_summary_say_how_each_ended_and_the_success_rate():
         {"return": 900.0, "length": 1000, "truncated": True, "distance": 30.0, "speed": 1.8},
         {"return": 700.0, "length": 1000, "truncated": True, "distance": 20.0, "speed": 1.2},
     ]
+    with_terms = [
+        {**walks[0], "reward_terms": {"alive": 2000.0, "progress": -1100.0}},
+        {**walks[1], "length": 500, "truncated": False, "reward_terms": {"alive": 1000.0, "progress": -300.0}},
+    ]
+    assert episodes_summary(with_terms)[-1] == "reward per step: alive 2.000, progress -0.933"
     assert episode_line(walks[0]) == (
         "Episode Reward: 900.00  Episode Length: 1000  distance 30.0 m  mean speed 1.80 m/s  (time limit)"
     )

@@ -11,6 +11,10 @@ from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper, VecNormalize
 
 from sb3_ppo_ext.pretrained.loading import load_pretrained
 
+#: The bundled tasks report each term of their reward in ``info`` under this prefix (``reward_alive``,
+#: ``reward_progress`` ...); their sum is the step's reward.
+REWARD_TERM_PREFIX = "reward_"
+
 
 def _reset_x(env: VecEnv, index: int) -> float | None:
     while isinstance(env, VecEnvWrapper):  # SB3's wrappers (VecNormalize, VecFrameStack ...) keep empty reset_infos
@@ -19,6 +23,14 @@ def _reset_x(env: VecEnv, index: int) -> float | None:
     if infos is None or index >= len(infos) or "x_position" not in infos[index]:
         return None
     return float(infos[index]["x_position"])
+
+
+def add_reward_terms(sums: dict[str, float], info: dict[str, Any]) -> None:
+    """Add the reward terms a step reports in ``info`` (``reward_<term>``) to ``sums`` (term -> sum so far)."""
+    for key, value in info.items():
+        if key.startswith(REWARD_TERM_PREFIX):
+            term = key[len(REWARD_TERM_PREFIX) :]
+            sums[term] = sums.get(term, 0.0) + float(value)
 
 
 def play(
@@ -38,7 +50,8 @@ def play(
     ``crash_reason`` where it reports a non-empty ``info["crash_reason"]`` (the RocketLander), ``flags_reached``
     where it reports ``info["flags_reached"]`` (the flag runs) and, for tasks that report ``info["x_position"]`` (the
     locomotion tasks), ``distance`` (torso x at the end minus at the reset, metres) and ``speed`` (distance over the
-    episode's simulated time, m/s, where the env has a ``dt``).
+    episode's simulated time, m/s, where the env has a ``dt``); ``reward_terms`` (term -> its sum over the episode)
+    where the task reports its reward terms (``info["reward_<term>"]``, the bundled tasks).
 
     :param on_frame: called after the reset and after every step (rendering, frame capture).
     """
@@ -54,6 +67,7 @@ def play(
     returns = np.zeros(env.num_envs)
     lengths = np.zeros(env.num_envs, dtype=int)
     start_x = [_reset_x(env, index) for index in range(env.num_envs)]
+    term_sums: list[dict[str, float]] = [{} for _ in range(env.num_envs)]
     episodes = []
     for _ in range(n_steps):
         action, _ = model.predict(observation, deterministic=deterministic)
@@ -62,6 +76,8 @@ def play(
             on_frame()
         returns += env.get_original_reward() if isinstance(env, VecNormalize) else reward
         lengths += 1
+        for sums, info in zip(term_sums, infos, strict=True):
+            add_reward_terms(sums, info)
         for index in np.flatnonzero(done):
             info = infos[index]
             episode: dict[str, Any] = {
@@ -75,6 +91,9 @@ def play(
                 episode["crash_reason"] = str(info["crash_reason"])
             if "flags_reached" in info:
                 episode["flags_reached"] = int(info["flags_reached"])
+            if term_sums[index]:
+                episode["reward_terms"] = term_sums[index]
+                term_sums[index] = {}
             reset_x = start_x[index]
             if reset_x is not None and "x_position" in info:
                 episode["distance"] = float(info["x_position"]) - reset_x
@@ -103,8 +122,9 @@ def summarise_episodes(episodes: list[dict[str, Any]]) -> dict[str, Any]:
     before the time limit, and where the task reports them: landings (``successes``) with how the other episodes ended
     (``failures``: crash reason, or ``time_limit``, -> count, most frequent first; ``failed_episodes``: the index of
     each such episode in play order -> its reason, so that runs evaluated on the same starts can be compared start by
-    start), the mean speed, and for the flag runs the mean number of flags reached and how many episodes reached
-    at least one (``with_a_flag``)."""
+    start), the mean speed, for the flag runs the mean number of flags reached and how many episodes reached at least
+    one (``with_a_flag``), and where the task reports its reward terms, each term's mean per step over all the steps
+    played (``reward_terms_per_step``: where the return comes from)."""
     returns = [episode["return"] for episode in episodes]
     summary: dict[str, Any] = {
         "episodes": len(episodes),
@@ -124,6 +144,12 @@ def summarise_episodes(episodes: list[dict[str, Any]]) -> dict[str, Any]:
         summary["failed_episodes"] = failed
     if "speed" in episodes[0]:
         summary["mean_speed_m_s"] = float(np.mean([episode["speed"] for episode in episodes]))
+    if "reward_terms" in episodes[0]:
+        steps = sum(episode["length"] for episode in episodes)
+        summary["reward_terms_per_step"] = {
+            term: sum(episode["reward_terms"].get(term, 0.0) for episode in episodes) / steps
+            for term in episodes[0]["reward_terms"]
+        }
     if "flags_reached" in episodes[0]:
         summary["mean_flags"] = float(np.mean([episode["flags_reached"] for episode in episodes]))
         summary["with_a_flag"] = sum(episode["flags_reached"] >= 1 for episode in episodes)

@@ -484,7 +484,8 @@ def episode_line(episode: dict[str, Any]) -> str:
 def episodes_summary(episodes: list[dict[str, Any]]) -> list[str]:
     """The lines that sum up the episodes played (:func:`~sb3_ppo_ext.pretrained.playing.summarise_episodes`): the mean
     return with its spread (standard deviation, lowest and highest) and the mean length; the success rate with how
-    the other episodes ended, where the task reports success; the mean speed and the flags, where it has them."""
+    the other episodes ended, where the task reports success; the mean speed and the flags, where it has them; the
+    reward per step, term by term, where the task reports its terms."""
 
     if not episodes:
         return ["no episode finished within the steps played (raise -n)"]
@@ -508,6 +509,9 @@ def episodes_summary(episodes: list[dict[str, Any]]) -> list[str]:
         lines.append(
             f"flags reached: mean {summary['mean_flags']:.2f}, at least one in {summary['with_a_flag']}/{count} episodes"
         )
+    if "reward_terms_per_step" in summary:
+        terms = ", ".join(f"{term} {value:.3f}" for term, value in summary["reward_terms_per_step"].items())
+        lines.append(f"reward per step: {terms}")
     return lines
 
 
