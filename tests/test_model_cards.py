@@ -2,20 +2,12 @@
 learning curve and picture, and each card is what the script writes now from the agent's ``agent.json`` and the
 grid CSVs, so that its numbers are the recorded ones."""
 
-import importlib.util
-import sys
 from pathlib import Path
 
+import model_cards
 import pytest
 
 from sb3_ppo_ext.pretrained import agent_folder, list_pretrained, read_agent
-
-ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("model_cards", ROOT / "benchmarks" / "model_cards.py")
-assert spec is not None and spec.loader is not None
-model_cards = importlib.util.module_from_spec(spec)
-sys.modules["model_cards"] = model_cards
-spec.loader.exec_module(model_cards)
 
 AGENTS = list_pretrained()
 #: The most an image beside an agent may weigh: they ship in the package.

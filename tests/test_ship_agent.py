@@ -1,18 +1,10 @@
 """benchmarks/ship_agent.py: the wall clock of a shipped checkpoint."""
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("ship_agent", ROOT / "benchmarks" / "ship_agent.py")
-assert spec is not None and spec.loader is not None
-ship_agent = importlib.util.module_from_spec(spec)
-sys.modules["ship_agent"] = ship_agent
-spec.loader.exec_module(ship_agent)
+import ship_agent
 
 
 def write_monitor(path: Path, t_start: float, episodes: list[tuple[int, float]]) -> None:

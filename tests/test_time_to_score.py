@@ -2,7 +2,6 @@
 threshold, the ratio table, the contenders' commands, stopping a process tree, and one real run to a threshold."""
 
 import csv
-import importlib.util
 import os
 import subprocess
 import sys
@@ -12,13 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("time_to_score", ROOT / "benchmarks" / "time_to_score.py")
-assert spec is not None and spec.loader is not None
-time_to_score = importlib.util.module_from_spec(spec)
-sys.modules["time_to_score"] = time_to_score
-spec.loader.exec_module(time_to_score)
+import time_to_score
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the process tree from /proc")
 
