@@ -280,3 +280,27 @@ def test_a_run_on_shared_memory_resumes_with_its_monitor_files_continued(tmp_pat
         assert after[name][: len(lines)] == lines, name  # continued, not started again
         assert len(after[name]) > len(lines), name
     assert not [warning for warning in recwarn if "not of the same type" in str(warning.message)]
+
+
+# -- the evaluation env plays the task the policy trains on ------------------------------------------------------------
+
+
+def test_the_evaluation_env_gets_the_config_env_kwargs_unless_told_otherwise(tmp_path, monkeypatch):
+    """rl-zoo3 binds the evaluation env's keyword arguments before it reads the config block, so a block's (or
+    ``--hyperparams``') ``env_kwargs`` reached the training envs only; ``--eval-env-kwargs`` still overrides them."""
+    built: list[tuple[bool, list[float]]] = []
+    create_envs = SafeExperimentManager.create_envs
+
+    def recording(self, n_envs, eval_env=False, no_log=False):
+        env = create_envs(self, n_envs, eval_env=eval_env, no_log=no_log)
+        built.append((eval_env, env.get_attr("g")))
+        return env
+
+    monkeypatch.setattr(SafeExperimentManager, "create_envs", recording)
+    gravity = ["--vec-env", "dummy", "--hyperparams", *TINY[1:], "env_kwargs:{'g': 5.0}"]
+    main(train_argv(tmp_path / "config", *gravity, n_timesteps=128))
+    assert sorted(built) == [(False, [5.0, 5.0]), (True, [5.0])]
+
+    built.clear()
+    main(train_argv(tmp_path / "told", *gravity, "--eval-env-kwargs", "g:7.0", n_timesteps=128))
+    assert sorted(built) == [(False, [5.0, 5.0]), (True, [7.0])]

@@ -422,9 +422,16 @@ class SafeExperimentManager(ExperimentManager):
         return parsed, saved_hyperparams
 
     def _preprocess_hyperparams(self, hyperparams: dict[str, Any]) -> tuple[dict[str, Any], Any, list, Any]:
-        """rl-zoo3's pre-processing; then our video and live-view callbacks that play the trained env's id get the
-        config's ``env_wrapper`` (unless they were given one), so that they see the env the policy was trained on."""
+        """rl-zoo3's pre-processing; then the evaluation env gets the config's ``env_kwargs`` (unless
+        ``--eval-env-kwargs`` was given), and our video and live-view callbacks that play the trained env's id get the
+        config's ``env_wrapper`` (unless they were given one), so that they see the env the policy was trained on.
+
+        rl-zoo3 means the evaluation env to share the training env's keyword arguments, but binds them when it is built,
+        before the config block is read: a block's (or ``--hyperparams``') ``env_kwargs`` then reached the training envs
+        only, and the periodic evaluations (``evaluations.npz``, ``best_model.zip``) played the task's defaults."""
         hyperparams, env_wrapper, callbacks, vec_env_wrapper = super()._preprocess_hyperparams(hyperparams)
+        if self._eval_env_kwargs_args is None:
+            self.eval_env_kwargs = self.env_kwargs
         warn_if_nothing_learns(ALGOS[self.algo], hyperparams, self.n_timesteps)
         if env_wrapper is not None:
             for callback in callbacks:
