@@ -12,7 +12,7 @@ from argparse import Namespace
 import gymnasium as gym
 import pytest
 import yaml
-from stable_baselines3.common.vec_env import DummyVecEnv
+from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 
 from sb3_ppo_ext.cli import main
 from sb3_ppo_ext.shared_memory_vec_env import EnvWorkerError, SharedMemoryVecEnv
@@ -249,11 +249,10 @@ def monitor_files(run: str) -> dict[str, list[str]]:
     return files
 
 
-def test_a_run_on_shared_memory_resumes_with_its_monitor_files_continued(tmp_path, env_prefers_shared, monkeypatch, recwarn):
-    """The training envs step in worker processes, the evaluation env in the driver (without SB3's warning that the
-    two differ); the workers end with the run; resumed, the envs the workers build continue the monitor files (their
-    first rows and header kept)."""
-    built: list[tuple[bool, object]] = []
+@pytest.fixture
+def built_envs(monkeypatch) -> list[tuple[bool, VecEnv]]:
+    """``(eval_env, the built VecEnv without its wrappers)`` for each env the runs of the test build, in order."""
+    built: list[tuple[bool, VecEnv]] = []
     create_envs = SafeExperimentManager.create_envs
 
     def recording(self, n_envs, eval_env=False, no_log=False):
@@ -262,6 +261,14 @@ def test_a_run_on_shared_memory_resumes_with_its_monitor_files_continued(tmp_pat
         return env
 
     monkeypatch.setattr(SafeExperimentManager, "create_envs", recording)
+    return built
+
+
+def test_a_run_on_shared_memory_resumes_with_its_monitor_files_continued(tmp_path, env_prefers_shared, built_envs, recwarn):
+    """The training envs step in worker processes, the evaluation env in the driver (without SB3's warning that the
+    two differ); the workers end with the run; resumed, the envs the workers build continue the monitor files (their
+    first rows and header kept)."""
+    built = built_envs
     main(train_argv(tmp_path, "--save-freq", "256", n_timesteps=512))
     (run,) = glob.glob(os.path.join(str(tmp_path), "ppo_ext", f"{ENV}_*"))
     assert [(eval_env, type(env)) for eval_env, env in built] == [(True, DummyVecEnv), (False, SharedMemoryVecEnv)]
@@ -285,22 +292,17 @@ def test_a_run_on_shared_memory_resumes_with_its_monitor_files_continued(tmp_pat
 # -- the evaluation env plays the task the policy trains on ------------------------------------------------------------
 
 
-def test_the_evaluation_env_gets_the_config_env_kwargs_unless_told_otherwise(tmp_path, monkeypatch):
+def test_the_evaluation_env_gets_the_config_env_kwargs_unless_told_otherwise(tmp_path, built_envs):
     """rl-zoo3 binds the evaluation env's keyword arguments before it reads the config block, so a block's (or
     ``--hyperparams``') ``env_kwargs`` reached the training envs only; ``--eval-env-kwargs`` still overrides them."""
-    built: list[tuple[bool, list[float]]] = []
-    create_envs = SafeExperimentManager.create_envs
 
-    def recording(self, n_envs, eval_env=False, no_log=False):
-        env = create_envs(self, n_envs, eval_env=eval_env, no_log=no_log)
-        built.append((eval_env, env.get_attr("g")))
-        return env
+    def gravities() -> list[tuple[bool, list[float]]]:
+        return sorted((eval_env, env.get_attr("g")) for eval_env, env in built_envs)
 
-    monkeypatch.setattr(SafeExperimentManager, "create_envs", recording)
     gravity = ["--vec-env", "dummy", "--hyperparams", *TINY[1:], "env_kwargs:{'g': 5.0}"]
     main(train_argv(tmp_path / "config", *gravity, n_timesteps=128))
-    assert sorted(built) == [(False, [5.0, 5.0]), (True, [5.0])]
+    assert gravities() == [(False, [5.0, 5.0]), (True, [5.0])]
 
-    built.clear()
+    built_envs.clear()
     main(train_argv(tmp_path / "told", *gravity, "--eval-env-kwargs", "g:7.0", n_timesteps=128))
-    assert sorted(built) == [(False, [5.0, 5.0]), (True, [7.0])]
+    assert gravities() == [(False, [5.0, 5.0]), (True, [7.0])]
