@@ -62,9 +62,9 @@ from ._bullet import (
 #: One env step: one ``stepSimulation()`` of 4 sub-steps of 0.0165 / 4 s (as pybullet_envs / Roboschool).
 CONTROL_TIMESTEP = 0.0165
 
-#: pybullet_envs' behaviours that our tasks fix by default, each reproducible on its own (``reference_quirks``):
-#: the floor body averaged into the body centre used for progress, the electricity cost of the unclipped action,
-#: and foot-contact flags in the observation that are one step old.
+#: pybullet_envs' behaviours, each reproducible on its own (``reference_quirks``): the floor body averaged into the
+#: body centre used for progress and the electricity cost of the unclipped action (both fixed by default), and
+#: foot-contact flags in the observation that are one step old (each task's default chooses them: ``foot_contacts``).
 REFERENCE_QUIRKS: tuple[str, ...] = ("floor_in_centre", "raw_action_electricity", "late_foot_contacts")
 #: Which step's foot-contact flags the observation shows (``foot_contacts``): ``"current"``, those of the state the
 #: rest of the observation describes, or ``"previous"``, one step old, as pybullet_envs (whose observation rl-zoo3's
@@ -467,7 +467,8 @@ class LocomotionEnv(gymnasium.Env):
         PyBullet GUI; a click on the floor or the arrow keys set a new target on tasks that have one).
     :param reference_quirks: ``True`` reproduces pybullet_envs exactly: the floor body is averaged into the body
         centre used for progress, the electricity cost uses the unclipped action, and the foot-contact flags in the
-        observation are one step old. ``False`` (default) fixes all three; a collection of names from
+        observation are one step old. ``False`` (default) fixes the first two and leaves the flags to
+        ``foot_contacts``; a collection of names from
         :data:`REFERENCE_QUIRKS` (``"floor_in_centre"``, ``"raw_action_electricity"``, ``"late_foot_contacts"``)
         reproduces only those. The attribute holds the set of names.
     :param foot_contacts: which step's foot-contact flags the observation shows: ``"current"`` (this step's) or

@@ -351,9 +351,10 @@ TRAJECTORIES_FILE = os.path.join(os.path.dirname(__file__), "data", "env_traject
 #: term, moving flags, FlagrunHarder's ground counting and standing-up term, wind, a moving deck, discrete actions and
 #: a time-limit truncation. FlagrunHarder starts standing and throws no cubes: its lying starts and the cubes' hits
 #: make contacts whose handling depends on memory addresses, so they do not replay exactly in another process (see
-#: ROUNDING_ONLY; with cubes, one run in three differed).
+#: ROUNDING_ONLY; with cubes, one run in three differed). The Walker2D and Humanoid cases name the foot-contact flags
+#: they were recorded with (the current step's, the default then).
 TRAJECTORY_CASES: dict[str, tuple[str, dict, int, int | None]] = {
-    "walker": ("sb3_ppo_ext/Walker2D-v0", {}, 300, None),
+    "walker": ("sb3_ppo_ext/Walker2D-v0", {"foot_contacts": "current"}, 300, None),
     "walker_quirks_randomised": (
         "sb3_ppo_ext/Walker2D-v0",
         {

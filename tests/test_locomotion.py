@@ -233,7 +233,7 @@ def test_scalar_checks_name_the_parameter():
 @pytest.mark.parametrize(
     ("task", "default"),
     [
-        (Walker2DEnv, "current"),
+        (Walker2DEnv, "previous"),
         (HumanoidEnv, "previous"),
         (HumanoidFlagrunEnv, "current"),
         (HumanoidFlagrunHarderEnv, "current"),

@@ -416,9 +416,10 @@ def test_an_agent_records_the_contact_flags_it_was_trained_with():
     """A later change of a task's default foot-contact flags leaves a shipped agent on the flags it learned with."""
     from sb3_ppo_ext.pretrained import read_agent, recorded_env_kwargs
 
-    assert recorded_env_kwargs("sb3_ppo_ext/Walker2D-v0", None) == {"foot_contacts": "current"}
+    assert recorded_env_kwargs("sb3_ppo_ext/Walker2D-v0", None) == {"foot_contacts": "previous"}
     assert recorded_env_kwargs("sb3_ppo_ext/Humanoid-v0", {"foot_contacts": "previous"}) == {"foot_contacts": "previous"}
-    assert recorded_env_kwargs("sb3_ppo_ext/Walker2D-v0", {"reference_quirks": True})["foot_contacts"] == "previous"
+    assert recorded_env_kwargs("sb3_ppo_ext/Walker2D-v0", {"foot_contacts": "current"}) == {"foot_contacts": "current"}
+    assert recorded_env_kwargs("sb3_ppo_ext/HumanoidFlagrun-v0", {"reference_quirks": True})["foot_contacts"] == "previous"
     assert recorded_env_kwargs("sb3_ppo_ext/Humanoid-v0", {}) == {"foot_contacts": "previous"}
     assert recorded_env_kwargs("sb3_ppo_ext/HumanoidFlagrun-v0", {}) == {"foot_contacts": "current"}
     assert recorded_env_kwargs("sb3_ppo_ext/RocketLander-v0", {}) == {}  # no contact flags to choose

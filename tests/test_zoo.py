@@ -117,7 +117,7 @@ def test_a_run_records_the_foot_contact_flags_it_trained_with(walker_run):
     params = os.path.join(run_folder(walker_run, WALKER), "sb3_ppo_ext-Walker2D-v0")
     for name in ("args.yml", "config.yml"):
         with open(os.path.join(params, name)) as file:
-            assert yaml.safe_load(file)["env_kwargs"] == {"foot_contacts": "current"}, name
+            assert yaml.safe_load(file)["env_kwargs"] == {"foot_contacts": "previous"}, name
 
 
 def test_enjoy_headless(walker_run, capsys, monkeypatch):
