@@ -12,6 +12,11 @@ The packed files are then loaded back and played (``--eval-episodes`` determinis
 checkpoint:STEPS`` packs one of the run's ``--save-freq`` checkpoints instead of its final model:
 
     python benchmarks/ship_agent.py CELL --model checkpoint:11800576 --destination /tmp/agent --eval-seed 20000
+
+``--env-kwargs`` sets what the agent plays when the run trained on other task settings than the task's own, e.g. a
+Humanoid trained from wider starts, shipped to play the task's starts (the run's settings stay in the provenance):
+
+    python benchmarks/ship_agent.py CELL --env-kwargs reset_noise_scale:0.1 --eval-episodes 100
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from sb3_ppo_ext.pretrained import (
     list_pretrained,
     read_agent,
 )
+from sb3_ppo_ext.zoo import SafeStoreDict
 from sb3_ppo_ext.zoo.grid.collect import training_clock
 from sb3_ppo_ext.zoo.hyperparams import load_run_yaml
 from sb3_ppo_ext.zoo.packing import find_zoo_run, save_pretrained_from_run
@@ -92,6 +98,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--destination", default=None, help="agent folder (default: the package's trained_agents)")
     parser.add_argument("--note", default="", help="how the run was made (kept in the provenance)")
+    parser.add_argument(
+        "--env-kwargs",
+        nargs="+",
+        action=SafeStoreDict,
+        default=None,
+        help="task settings the agent plays with, over the run's own (KEY:VALUE, as rl-zoo3's --env-kwargs)",
+    )
     parser.add_argument("--eval-episodes", type=int, default=10)
     parser.add_argument(
         "--eval-seed",
@@ -119,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(done_path, encoding="utf-8") as stream:
             provenance["training_wall_s"] = json.load(stream)["wall_s"]
     destination = args.destination or agent_folder(env_id)
-    facts = save_pretrained_from_run(run, destination, model=args.model, provenance=provenance)
+    facts = save_pretrained_from_run(run, destination, model=args.model, provenance=provenance, env_kwargs=args.env_kwargs)
     if facts["model"].startswith("checkpoint:"):  # the run's clock when it saved that checkpoint
         add_provenance(destination, {"training_wall_s": checkpoint_wall_clock(run, facts["timesteps"])})
     provenance = add_provenance(

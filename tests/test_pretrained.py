@@ -297,6 +297,12 @@ def test_a_run_packs_its_final_model_or_a_checkpoint_with_that_checkpoints_stati
     with pytest.raises(ValueError, match="'final', 'best' or 'checkpoint:<steps>'"):
         save_pretrained_from_run(run, str(tmp_path / "missing"), model="last")
     assert not os.path.exists(tmp_path / "missing")
+    assert "training_env_kwargs" not in final_agent["provenance"]
+    # An agent shipped to play other task settings than the run trained on records both.
+    lighter = save_pretrained_from_run(run, str(tmp_path / "lighter"), env_kwargs={"g": 9.0})
+    _, lighter_agent = read_agent(str(tmp_path / "lighter"))
+    assert lighter_agent["env_kwargs"] == {"g": 9.0}
+    assert lighter["training_env_kwargs"] == lighter_agent["provenance"]["training_env_kwargs"] == {}
 
 
 # --- the shipped agents ------------------------------------------------------------------------------------------

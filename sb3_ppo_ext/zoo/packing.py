@@ -41,6 +41,7 @@ def save_pretrained_from_run(
     *,
     model: str = "final",
     provenance: dict[str, Any] | None = None,
+    env_kwargs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Pack the final model of an rl-zoo3 run (or its ``"best"`` one, or a checkpoint) as an agent folder (see
     :func:`~sb3_ppo_ext.pretrained.saving.save_pretrained`), with the statistics saved with that model.
@@ -53,6 +54,9 @@ def save_pretrained_from_run(
     :param model: ``"final"`` (``<env>.zip``), ``"best"`` (``best_model.zip``) or ``"checkpoint:<steps>"``
         (``rl_model_<steps>_steps.zip``, the ``--save-freq`` checkpoint with its own statistics).
     :param provenance: extra provenance entries (kept with the run's own: algorithm, seed, steps, last evaluation).
+    :param env_kwargs: task settings the agent plays with instead of the run's, merged over them (e.g.
+        ``{"reset_noise_scale": 0.1}`` for a run trained from wider starts than the task's); the run's own are then kept
+        in the provenance as ``training_env_kwargs``.
     :returns: the provenance written.
     """
     checkpoint = re.fullmatch(r"checkpoint:(\d+)", model)
@@ -96,13 +100,17 @@ def save_pretrained_from_run(
             if last >= 0:
                 facts["final_eval_mean"] = float(evaluations["results"][last].mean())
                 facts["final_eval_timesteps"] = int(evaluations["timesteps"][last])
+    played_env_kwargs = config.get("env_kwargs")
+    if env_kwargs:
+        facts["training_env_kwargs"] = dict(played_env_kwargs or {})
+        played_env_kwargs = {**(played_env_kwargs or {}), **env_kwargs}
     facts.update(provenance or {})
     save_pretrained(
         trained,
         destination,
         env_id=run_args["env"],
         vec_normalize=statistics,
-        env_kwargs=config.get("env_kwargs"),
+        env_kwargs=played_env_kwargs,
         env_wrapper=config.get("env_wrapper"),
         frame_stack=config.get("frame_stack"),
         hyperparams=config,
