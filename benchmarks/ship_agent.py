@@ -132,7 +132,10 @@ def main(argv: list[str] | None = None) -> int:
         with open(done_path, encoding="utf-8") as stream:
             provenance["training_wall_s"] = json.load(stream)["wall_s"]
     destination = args.destination or agent_folder(env_id)
-    facts = save_pretrained_from_run(run, destination, model=args.model, provenance=provenance, env_kwargs=args.env_kwargs)
+    try:
+        facts = save_pretrained_from_run(run, destination, model=args.model, provenance=provenance, env_kwargs=args.env_kwargs)
+    except ValueError as error:  # an unknown --model, a missing checkpoint, --env-kwargs the task does not take
+        parser.error(str(error))
     if facts["model"].startswith("checkpoint:"):  # the run's clock when it saved that checkpoint
         add_provenance(destination, {"training_wall_s": checkpoint_wall_clock(run, facts["timesteps"])})
     provenance = add_provenance(

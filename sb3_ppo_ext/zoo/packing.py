@@ -11,6 +11,7 @@ import pickle
 import re
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 from rl_zoo3.utils import ALGOS
 
@@ -58,6 +59,8 @@ def save_pretrained_from_run(
         ``{"reset_noise_scale": 0.1}`` for a run trained from wider starts than the task's); the run's own are then kept
         in the provenance as ``training_env_kwargs``.
     :returns: the provenance written.
+    :raises ValueError: for an unknown ``model`` or missing checkpoint, or ``env_kwargs`` the task does not take
+        (checked before anything is written).
     """
     checkpoint = re.fullmatch(r"checkpoint:(\d+)", model)
     if model not in ("final", "best") and checkpoint is None:
@@ -104,6 +107,10 @@ def save_pretrained_from_run(
     if env_kwargs:
         facts["training_env_kwargs"] = dict(played_env_kwargs or {})
         played_env_kwargs = {**(played_env_kwargs or {}), **env_kwargs}
+        try:  # a typo must not replace an agent folder (the package's own, by default) with one that cannot play
+            gym.make(run_args["env"], **played_env_kwargs).close()
+        except TypeError as error:
+            raise ValueError(f"{run_args['env']} does not take env_kwargs {env_kwargs}: {error}") from error
     facts.update(provenance or {})
     save_pretrained(
         trained,
