@@ -1,8 +1,8 @@
 """Learning grids from the repository: ``python benchmarks/grid.py run|snapshot|evaluate|failures|collect|report``.
 
-The command line of :mod:`sb3_ppo_ext.zoo.grid` (documented in :mod:`sb3_ppo_ext.zoo.grid.cli`, ``--help``), with
-a grid file's relative ``conf`` and ``trained_agent`` paths starting from the repository root, as the grid files
-in ``benchmarks/grids/`` write them::
+An alias of ``sb3-ppo-ext grid`` (the same subcommands and options, documented in :mod:`sb3_ppo_ext.zoo.grid.cli`,
+``--help``), with one difference: a grid file's relative ``conf`` and ``trained_agent`` paths start from the
+repository root, wherever the command is started, as the grid files in ``benchmarks/grids/`` write them::
 
     python benchmarks/grid.py run benchmarks/grids/classic.yml --root ~/runs/grid --jobs 2
     python benchmarks/grid.py collect --root ~/runs/grid --csv docs/results/classic.csv

@@ -1,7 +1,9 @@
-"""``sb3-ppo-ext``: train, tune, watch, record, export and plot zoo-style runs of our PPO (``ppo_ext``).
+"""``sb3-ppo-ext``: train, tune, watch, record, export and plot zoo-style runs of our PPO (``ppo_ext``), and run
+multi-seed learning grids.
 
-The entry point: it reads the command name and ``--debug``, runs the command (:mod:`sb3_ppo_ext.zoo.commands`) and
-turns a user error into one line. The command needs the ``zoo`` extra (rl-zoo3).
+The entry point: it reads the command name and ``--debug``, runs the command (:mod:`sb3_ppo_ext.zoo.commands`, or
+:mod:`sb3_ppo_ext.zoo.grid.cli` for ``grid``) and turns a user error into one line. The command needs the ``zoo``
+extra (rl-zoo3).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 
 from sb3_ppo_ext.callbacks._render_env import headless_sdl_settings
 from sb3_ppo_ext.zoo import commands
+from sb3_ppo_ext.zoo.grid import cli as grid_cli
 from sb3_ppo_ext.zoo.options import DEBUG_OPTION
 
 USAGE = """usage: sb3-ppo-ext COMMAND [options]
@@ -32,6 +35,9 @@ Commands (each takes --help):
   record-video   record a video of a trained agent (rgb_array rendering, works headless)
   export         write the ONNX policy of a run
   plot           plot the training curves of runs into an image file
+  grid           multi-seed learning grids: run a grid file's (task, variant, seed) cells, collect their
+                 evaluations into one CSV, report mean and IQM with confidence intervals; e.g.
+                 sb3-ppo-ext grid run GRID.yml --root RUNS --jobs 2, then grid collect, grid report
 
 Every command takes --debug: the full traceback of an error instead of one line.
 Runs follow rl-zoo3's layout: logs/<algo>/<env>_<n>/. Config strings are parsed safely, never eval'd. Model zips
@@ -89,7 +95,20 @@ def _commands() -> dict[str, Callable[[Sequence[str]], None]]:
         "record-video": commands.record_video,
         "export": commands.export,
         "plot": commands.plot,
+        "grid": grid,
     }
+
+
+def grid(argv: Sequence[str]) -> None:
+    """``sb3-ppo-ext grid``: the learning grids' command line (:func:`sb3_ppo_ext.zoo.grid.cli.main`), with a grid
+    file's relative ``conf`` and ``trained_agent`` paths starting from the current directory.
+
+    :param argv: the arguments after ``grid`` (``run GRID --root R --jobs 2``, ``collect ...``, ``report ...``).
+    :raises SystemExit: with the subcommand's exit status when it is not 0.
+    """
+    status = grid_cli.main(argv, prog="sb3-ppo-ext grid")
+    if status:
+        raise SystemExit(status)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

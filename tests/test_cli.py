@@ -144,6 +144,35 @@ def test_enjoy_help_is_only_the_help(monkeypatch, capsys):
     assert "--debug" in text
 
 
+def test_grid_is_a_command_of_sb3_ppo_ext(tmp_path, monkeypatch, capsys, user_error):
+    """``sb3-ppo-ext grid``: the learning grids' subcommands through the main entry point, with their own help, a grid
+    file's relative ``conf`` read from the current directory, and a mistake in one line."""
+    text = normalised_help(["grid", "--help"], capsys)
+    assert text.startswith("usage: sb3-ppo-ext grid")
+    for subcommand in ("run", "snapshot", "evaluate", "failures", "collect", "report"):
+        assert subcommand in text
+    assert normalised_help(["grid", "run", "--help"], capsys).startswith("usage: sb3-ppo-ext grid run")
+    main(["--help"])
+    assert "sb3-ppo-ext grid run GRID.yml --root RUNS --jobs 2" in " ".join(capsys.readouterr().out.split())
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my.yml").write_text(TINY_CONFIG)
+    (tmp_path / "grid.yml").write_text(
+        "variants: {tiny: {conf: my.yml}}\ntasks:\n  CartPole-v1: {seeds: [0, 1], n_timesteps: 64}\n"
+    )
+    main(["grid", "run", "grid.yml", "--root", "runs", "--jobs", "2", "--dry-run"])
+    commands = capsys.readouterr().out.splitlines()
+    assert len(commands) == 2
+    for seed, command in enumerate(commands):
+        assert command.startswith("sb3-ppo-ext train ")
+        assert f"--conf-file {tmp_path / 'my.yml'}" in command
+        assert f"--seed {seed}" in command
+    assert not (tmp_path / "runs").exists()
+    assert user_error(["grid", "run", "grid.yml", "--root", "runs", "--jobs", "0"]).startswith(
+        "sb3-ppo-ext grid: error: --jobs must be >= 1"
+    )
+    assert user_error(["grid", "run", "missing.yml", "--root", "runs", "--dry-run"]).startswith("sb3-ppo-ext grid: error: ")
+
+
 def test_no_progress_overrides_the_progress_default():
     parser = argparse.ArgumentParser()
     parser.add_argument("-P", "--progress", action="store_true", default=False)

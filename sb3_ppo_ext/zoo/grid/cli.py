@@ -1,13 +1,14 @@
 """The learning grids' command line: run (task, variant, seed) cells from zoo configs, collect one CSV, report with
 rliable.
 
-The steps, each a subcommand of ``python -m sb3_ppo_ext.zoo.grid`` (in the repository also
-``python benchmarks/grid.py``, which resolves a grid file's relative paths against the repository root)::
+The steps, each a subcommand of ``sb3-ppo-ext grid`` (also ``python -m sb3_ppo_ext.zoo.grid``, and in the repository
+``python benchmarks/grid.py``, which resolves a grid file's relative paths against the repository root instead of the
+current directory)::
 
-    python benchmarks/grid.py run benchmarks/grids/classic.yml --root ~/runs/grid --jobs 2
-    python benchmarks/grid.py evaluate --root ~/runs/grid --episodes 100       # optional
-    python benchmarks/grid.py collect --root ~/runs/grid --csv docs/results/classic.csv
-    python benchmarks/grid.py report docs/results/classic.csv --plot docs/results/classic.png
+    sb3-ppo-ext grid run benchmarks/grids/classic.yml --root ~/runs/grid --jobs 2
+    sb3-ppo-ext grid evaluate --root ~/runs/grid --episodes 100       # optional
+    sb3-ppo-ext grid collect --root ~/runs/grid --csv docs/results/classic.csv
+    sb3-ppo-ext grid report docs/results/classic.csv --plot docs/results/classic.png
 
 ``run`` trains every cell of a grid file through ``sb3-ppo-ext train`` (rl-zoo3's machinery: the variant's
 ``--algo``, config file and ``--hyperparams`` overrides, one torch thread, rl-zoo3's periodic deterministic
@@ -87,9 +88,12 @@ def _thresholds(pairs: Sequence[str]) -> dict[str, float]:
     return thresholds
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The parser of the grid's subcommands (its description is this module's documentation)."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    """The parser of the grid's subcommands (its description is this module's documentation).
+
+    :param prog: the program name its messages show (default: argparse's, from ``sys.argv[0]``).
+    """
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="train the cells of a grid file (skips finished cells)")
     run.add_argument("grid", help="grid file (YAML)")
@@ -201,15 +205,17 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None, relative_to: str | None = None) -> int:
+def main(argv: Sequence[str] | None = None, relative_to: str | None = None, prog: str | None = None) -> int:
     """Run one subcommand of the grid's command line.
 
     :param argv: the arguments (default: ``sys.argv[1:]``).
     :param relative_to: the folder that a grid file's relative ``conf`` and ``trained_agent`` paths start from
         (default: the current directory).
+    :param prog: the program name in usage and error messages (``sb3-ppo-ext grid`` from the main command; default:
+        argparse's, from ``sys.argv[0]``).
     :returns: the exit status.
     """
-    parser = build_parser()
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
     if args.command == "run":
         return _run(args, parser, relative_to)
