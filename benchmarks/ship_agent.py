@@ -3,7 +3,7 @@ observation statistics and the run's config as plain data (see ``sb3_ppo_ext/pre
 
     python benchmarks/ship_agent.py ~/runs/grid/sb3_ppo_ext-Walker2D-v0/ppo_ext/seed_1 \\
         --note "3 seeds x 2M steps, benchmarks/grids/walker.yml"
-    python benchmarks/ship_agent.py --table        # the README's table of the shipped agents
+    python benchmarks/ship_agent.py --table        # the table of the shipped agents (docs/results/pretrained_agents.md)
 
 The argument is a grid cell folder (``benchmarks/grid.py``, :mod:`sb3_ppo_ext.zoo.grid`) or an rl-zoo3 run folder
 (``logs/ppo_ext/<env>_<n>``). The run's own zip and ``vecnormalize.pkl`` are unpickled here: pack only runs you made.
