@@ -9,8 +9,9 @@ no two modules import each other, directly or through others; a function imports
 optional dependency (an extra), with a comment saying so. ``tests/test_import_graph.py`` reads this list and
 checks all three.
 
-1. ``validation``, ``files``, ``plain_data``, ``allow_list``, ``zoo_configs``: parameter checks, atomic file
-   writes, spaces and policy settings as plain data, the names config values and agent files may use
+1. ``validation``, ``files``, ``plain_data``, ``allow_list``, ``zoo_configs``, ``openmp_wait``: parameter checks,
+   atomic file writes, spaces and policy settings as plain data, the names config values and agent files may use,
+   OpenMP's waiting threads set to sleep before torch loads
 2. ``envs``, ``wrappers``, ``vec_env``, ``shared_memory_vec_env``, ``ppo``: the tasks, env wrappers, the
    vectorised envs and the algorithm
 3. ``safe_loading``: model zips and ``VecNormalize`` statistics loaded without unpickling
@@ -26,9 +27,15 @@ import importlib
 import importlib.util
 from typing import TYPE_CHECKING, Any
 
+from sb3_ppo_ext.openmp_wait import prefer_sleeping_openmp_threads
+
+# Before anything imports torch: OpenMP threads that sleep at a barrier, so that the update does not collapse on a
+# busy machine (the user's OMP_WAIT_POLICY or GOMP_SPINCOUNT wins; nothing happens if torch is loaded already).
+prefer_sleeping_openmp_threads()
+
 # Registers the bundled tasks with gymnasium. sb3_ppo_ext.envs is the top-level envs/ folder (pyproject's package-dir),
 # a mapping mypy does not follow, hence the ignore.
-from sb3_ppo_ext import envs  # type: ignore[attr-defined]  # noqa: F401
+from sb3_ppo_ext import envs  # type: ignore[attr-defined]  # noqa: E402, F401
 
 if TYPE_CHECKING:
     from sb3_ppo_ext.ppo import PPO

@@ -28,6 +28,14 @@ from sb3_ppo_ext.ppo.numpy_policy import NumpyActorCritic, one_blas_thread
 from sb3_ppo_ext.ppo.optimizer_groups import OptimizerGroups
 from sb3_ppo_ext.ppo.rollout import UpdateRollout
 from sb3_ppo_ext.ppo.std_schedule import LogStdSchedule, LogStdSetting
+from sb3_ppo_ext.ppo.threads import (
+    AUTO,
+    UpdateThreads,
+    check_update_threads,
+    intra_op_threads,
+    update_thread_count,
+    usable_cores,
+)
 from sb3_ppo_ext.validation import (
     MAX_N_EPOCHS,
     MAX_ROLLOUT_TRANSITIONS,
@@ -126,6 +134,10 @@ class PPO(OnPolicyAlgorithm):
         through ``policy.evaluate_actions`` always, as SB3 does.
     :param compile_update: Compile the minibatch loss (forward and backward) with ``torch.compile``; if compiling
         fails (no C++ compiler, unsupported platform), warn once and run eagerly.
+    :param update_threads: torch intra-op threads of the update, the caller's count given back after it
+        (:mod:`~sb3_ppo_ext.ppo.threads`): ``"auto"`` one thread per 4096 rows of a minibatch (one below that), at
+        most torch's setting and the usable cores, so that small minibatches do not slow down on a busy machine; an
+        int: that many (at most the usable cores); ``None``: torch's setting (SB3's behaviour).
     :param stats_window_size: Window size for the rollout logging, specifying the number of episodes to average
     :param tensorboard_log: the log location for tensorboard (if None, no logging)
     :param policy_kwargs: additional arguments to be passed to the policy on creation
@@ -183,6 +195,7 @@ class PPO(OnPolicyAlgorithm):
         fast_collect: bool = True,
         direct_evaluation: bool = True,
         compile_update: bool = False,
+        update_threads: UpdateThreads = AUTO,
         stats_window_size: int = 100,
         tensorboard_log: str | None = None,
         policy_kwargs: dict[str, Any] | None = None,
@@ -240,6 +253,7 @@ class PPO(OnPolicyAlgorithm):
         self.fast_collect = fast_collect
         self.direct_evaluation = direct_evaluation
         self.compile_update = compile_update
+        self.update_threads = check_update_threads(update_threads)
         #: The training env as collection steps it (:meth:`_collection_guard`); built at the first rollout.
         self.collection_guard: CollectionGuard | None = None
         #: The minibatch loss of the current policy (:meth:`_update_loss`); built at its first update.
@@ -489,7 +503,14 @@ class PPO(OnPolicyAlgorithm):
     # ----------------------------------------------------------------- update
 
     def train(self) -> None:
-        """Update policy using the currently gathered rollout buffer."""
+        """Update policy using the currently gathered rollout buffer (on ``update_threads`` intra-op threads)."""
+        rows = min(self.batch_size, self.rollout_buffer.buffer_size * self.rollout_buffer.n_envs)
+        threads = update_thread_count(self.update_threads, rows, th.get_num_threads(), usable_cores())
+        with intra_op_threads(threads):
+            self._update()
+
+    def _update(self) -> None:
+        """One update: ``n_epochs`` passes of minibatches over the rollout, then the adaptive rules and the logs."""
         self.policy.set_training_mode(True)
         progress = self._current_progress_remaining
         learning_rate = self._learning_rate()
