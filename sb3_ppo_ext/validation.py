@@ -57,6 +57,27 @@ def check_number(
     return float(value)
 
 
+def check_bool(name: str, value: Any) -> bool:
+    """Check that ``value`` is ``True`` or ``False`` and return it: a string (``"yes"``, ``"no"``, which Python reads
+    as true), a number or ``None`` is refused.
+
+    :param name: parameter name, used in the error message.
+    """
+    if not isinstance(value, bool):
+        raise HyperparameterError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def check_frame_stack(name: str, value: Any) -> int | None:
+    """Check a ``frame_stack`` setting: ``None`` (no stacking) or an integer from 1 to :data:`MAX_FRAME_STACK`.
+
+    :param name: the setting and where it was read, used in the error message.
+    """
+    if value is None:
+        return None
+    return check_int(name, value, minimum=1, maximum=MAX_FRAME_STACK, limit="MAX_FRAME_STACK")
+
+
 def check_positive(name: str, value: Any) -> float:
     """Check that ``value`` is a finite number strictly greater than zero."""
     return check_number(name, value, low=0.0, low_inclusive=False)
@@ -121,6 +142,10 @@ MAX_CLIP_RANGE_VF = 1e9
 MAX_LAYER_WIDTH = 8192
 #: Most hidden layers in one ``net_arch`` list.
 MAX_HIDDEN_LAYERS = 64
+#: Most frames stacked by ``frame_stack``, in a config block and in a shipped agent's ``agent.json`` alike (rl-zoo3's
+#: configs stack 2 or 4; the stack multiplies the memory of every observation kept, so 10**9 frames would fill the
+#: memory at once).
+MAX_FRAME_STACK = 256
 
 
 def _with_hint(error: HyperparameterError, hint: str) -> HyperparameterError:

@@ -103,8 +103,10 @@ def test_unsupported_things_are_named():
         policy_kwargs_to_data({"features_extractor_class": object})
     with pytest.raises(ValueError, match="activation_fn"):
         policy_kwargs_to_data({"activation_fn": lambda x: x})
-    with pytest.raises(ValueError, match=r"not a torch\.nn class"):
+    with pytest.raises(ValueError, match=r"not an allow-listed torch\.nn activation"):
         policy_kwargs_from_data({"activation_fn": "system"})
+    with pytest.raises(ValueError, match="activation_fn"):
+        policy_kwargs_to_data({"activation_fn": th.nn.Module})
 
 
 def test_add_provenance_keeps_the_rest_of_the_agent(pendulum_agent, tmp_path):
