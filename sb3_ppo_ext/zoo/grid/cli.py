@@ -152,7 +152,13 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser, relative_to:
     """``run``: train the chosen cells of the grid file (or print their commands with ``--dry-run``)."""
     if args.jobs < 1:
         parser.error(f"--jobs must be >= 1, got {args.jobs}")
-    cells = load_grid(args.grid, relative_to)
+    root = os.path.expanduser(args.root)
+    try:
+        cells = load_grid(args.grid, relative_to)
+        for cell in cells:
+            cell.folder(root)  # every name a folder under the root, before any cell runs
+    except (OSError, ValueError) as error:
+        parser.error(str(error))
     for flag, wanted, known in (
         ("--only", args.only, {cell.variant for cell in cells}),
         ("--tasks", args.tasks, {cell.task for cell in cells}),
@@ -171,9 +177,9 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser, relative_to:
         cells = [cell for cell in cells if cell.seed in args.seeds]
     if args.dry_run:
         for cell in cells:
-            print(shlex.join(["sb3-ppo-ext", *cell.train_argv(cell.folder(args.root))]))
+            print(shlex.join(["sb3-ppo-ext", *cell.train_argv(cell.folder(root))]))
         return 0
-    return 0 if run_grid(cells, os.path.expanduser(args.root), args.jobs) else 1
+    return 0 if run_grid(cells, root, args.jobs) else 1
 
 
 def _report(args: argparse.Namespace) -> int:
