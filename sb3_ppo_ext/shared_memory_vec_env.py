@@ -612,9 +612,17 @@ class SharedMemoryVecEnv(VecEnv):
             raise self._failure(worker, None, f"died ({self._exit_status(worker)}) before {action}") from None
 
     def _exit_status(self, worker: int) -> str:
+        """How the worker ended: ``exit code 1``, ``exit code -9, killed by SIGKILL`` (the OOM killer's signal), or
+        ``still running``."""
         process = self._resources.processes[worker]
         process.join(1.0)
-        return "still running" if process.exitcode is None else f"exit code {process.exitcode}"
+        code = process.exitcode
+        if code is None:
+            return "still running"
+        if code < 0:
+            with contextlib.suppress(ValueError):
+                return f"exit code {code}, killed by {signal.Signals(-code).name}"
+        return f"exit code {code}"
 
     def _failure(self, worker: int, local: int | None, what: str, remote_traceback: str = "") -> EnvWorkerError:
         """The error for a failed worker, after closing the VecEnv (its envs' state is unknown)."""

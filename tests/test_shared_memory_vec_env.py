@@ -411,7 +411,8 @@ def test_a_killed_worker_is_an_error_naming_its_envs_not_a_hang():
     venv.reset()
     os.kill(pids[0], signal.SIGKILL)
     started = time.monotonic()
-    with pytest.raises(EnvWorkerError, match=r"worker 0 \(pid \d+, holding envs \[0, 1\]\) died \(exit code -9\)"):
+    died = r"worker 0 \(pid \d+, holding envs \[0, 1\]\) died \(exit code -9, killed by SIGKILL\)"
+    with pytest.raises(EnvWorkerError, match=died):
         venv.step(np.zeros(4, dtype=np.int64))
     assert time.monotonic() - started < 30
     assert_cleaned_up(venv, pids)

@@ -9,6 +9,7 @@ import inspect
 import os
 import re
 import shutil
+import signal
 import sys
 import threading
 import warnings
@@ -67,6 +68,54 @@ from sb3_ppo_ext.zoo.sampler import convert_ppo_ext_params, sample_ppo_ext_param
 
 #: Name of our PPO in rl-zoo3's registry (``--algo ppo_ext``, run folders ``logs/ppo_ext/...``).
 ALGORITHM_NAME = "ppo_ext"
+#: Exit status of ``train`` stopped by SIGTERM (the shell's convention: 128 + the signal's number).
+SIGTERM_EXIT_STATUS = 128 + signal.SIGTERM
+#: Exit status of ``train`` stopped by a failed env worker.
+WORKER_FAILURE_EXIT_STATUS = 1
+
+
+class TrainingStopped(Exception):
+    """Training stopped before its budget, by SIGTERM or by an env (worker) that failed; the model and its
+    ``VecNormalize`` statistics were saved to the run folder first, when it had trained, so that ``train --resume``
+    continues from them. The command line prints the message in one line and exits with :attr:`exit_status`.
+
+    :param message: what stopped training, and what was saved where.
+    :param exit_status: the command's exit status (:data:`SIGTERM_EXIT_STATUS`, :data:`WORKER_FAILURE_EXIT_STATUS`).
+    """
+
+    def __init__(self, message: str, exit_status: int) -> None:
+        super().__init__(message)
+        self.exit_status = exit_status
+
+
+class TerminationRequested(KeyboardInterrupt):
+    """SIGTERM (a cluster scheduler, ``docker stop``, a grid being stopped) raised while a model learns, as Ctrl-C
+    raises ``KeyboardInterrupt``: training stops and the model is saved as after Ctrl-C."""
+
+
+@contextmanager
+def sigterm_stops_training(on_signal: Callable[[], None]) -> Iterator[None]:
+    """While the block runs, SIGTERM calls ``on_signal`` and raises :class:`TerminationRequested` in the main thread;
+    a second SIGTERM ends the process at once (the signal's default). Off the main thread, nothing changes (Python
+    runs signal handlers in the main thread only).
+
+    :param on_signal: called first, to record that training was stopped by the signal.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def stop(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        on_signal()
+        raise TerminationRequested("SIGTERM")
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def default_config_path() -> str:
@@ -344,6 +393,11 @@ class SafeExperimentManager(ExperimentManager):
         #: Whether this command creates its run folder (a new run): then a failure before the first training step
         #: removes it again (:meth:`remove_unstarted_run`).
         self.creates_run_folder = self.resume_folder is None and not os.path.exists(self.save_path)
+        #: What stopped training before its budget (SIGTERM or the failure of an env worker), once it did, and the
+        #: command's exit status for it: the model is then saved as after Ctrl-C and :meth:`save_trained_model`
+        #: raises :class:`TrainingStopped`.
+        self.stopped_by: str | None = None
+        self.stopped_exit_status = 0
 
     def remove_unstarted_run(self) -> None:
         """Remove the run folder this command created, when it holds nothing but what set-up wrote there
@@ -523,6 +577,28 @@ class SafeExperimentManager(ExperimentManager):
         return DummyVecEnv(list(env_fns))
 
     def learn(self, model: BaseAlgorithm) -> None:
+        """rl-zoo3's training (:meth:`_learn`), which SIGTERM or a failed env worker stop without losing the run: as
+        after Ctrl-C, learning ends, the envs are closed and the model trained so far is saved with its statistics
+        (rl-zoo3 then calls :meth:`save_trained_model`, which says what stopped training). A worker failure before
+        the first step stops the command at once (nothing trained, nothing to save)."""
+
+        def stopped_by_sigterm() -> None:
+            self.stopped_by = f"training was stopped by SIGTERM at {model.num_timesteps} steps"
+            self.stopped_exit_status = SIGTERM_EXIT_STATUS
+
+        with sigterm_stops_training(stopped_by_sigterm):
+            try:
+                self._learn(model)
+            except EnvWorkerError as error:
+                what = str(error).splitlines()[0]
+                if model.num_timesteps == 0:
+                    raise TrainingStopped(
+                        f"{what}; training stopped before its first step, nothing to save", WORKER_FAILURE_EXIT_STATUS
+                    ) from error
+                self.stopped_by = f"{what}; training stopped at {model.num_timesteps} steps"
+                self.stopped_exit_status = WORKER_FAILURE_EXIT_STATUS
+
+    def _learn(self, model: BaseAlgorithm) -> None:
         """rl-zoo3's training; a resumed run continues its step count, schedules and evaluation history up to the
         total budget (``-n``, else the config's ``n_timesteps``), as :mod:`~sb3_ppo_ext.zoo.resume` describes."""
         if self.resume_point is None:
@@ -653,11 +729,21 @@ class SafeExperimentManager(ExperimentManager):
 
     def save_trained_model(self, model: BaseAlgorithm) -> None:
         """rl-zoo3's saving of the final model (and ``vecnormalize.pkl``), plus the statistics' plain-data twin
-        ``vecnormalize.npz`` beside the pickle."""
+        ``vecnormalize.npz`` beside the pickle.
+
+        :raises TrainingStopped: once saved, when SIGTERM or a failed env worker stopped training (:meth:`learn`).
+        """
         super().save_trained_model(model)
         vec_normalize = model.get_vec_normalize_env()
         if self.normalize and vec_normalize is not None:
             save_vecnormalize_statistics(vec_normalize, os.path.join(self.params_path, "vecnormalize.npz"))
+        if self.stopped_by is not None:
+            statistics = " and its VecNormalize statistics" if self.normalize and vec_normalize is not None else ""
+            raise TrainingStopped(
+                f"{self.stopped_by}; the model{statistics} were saved to {self.save_path}; continue with: "
+                f"sb3-ppo-ext train --resume {self.save_path}",
+                self.stopped_exit_status,
+            )
 
     def hyperparameters_optimization(self) -> None:
         """rl-zoo3's search, with the settings given by ``--hyperparams`` kept fixed rather than sampled."""
