@@ -16,6 +16,7 @@ import gymnasium as gym
 import pytest
 import torch as th
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.running_mean_std import RunningMeanStd
 
 from sb3_ppo_ext import PPO
 from sb3_ppo_ext.callbacks._render_env import headless_sdl_settings
@@ -400,6 +401,7 @@ def train_and_stop_at(tmp_path, monkeypatch, capsys, stop, at_step: int) -> tupl
     monkeypatch.setattr(SharedMemoryVecEnv, "step_async", original_step_async)
     err = capsys.readouterr().err
     assert "Traceback" not in err
+    assert isinstance(exit_info.value.code, int)
     return exit_info.value.code, err.strip().splitlines()[-1], str(tmp_path / "ppo_ext" / "Pendulum-v1_1")
 
 
@@ -414,7 +416,7 @@ def assert_resumes(run_folder: str, stopped_at: int, capsys) -> None:
     from sb3_ppo_ext.safe_loading import read_vecnormalize_statistics
 
     statistics = read_vecnormalize_statistics(os.path.join(run_folder, "Pendulum-v1", "vecnormalize.npz"))
-    assert statistics.obs_rms is not None and statistics.obs_rms.count > stopped_at  # what training had seen
+    assert isinstance(statistics.obs_rms, RunningMeanStd) and statistics.obs_rms.count > stopped_at  # training saw them
     main(["train", "--resume", run_folder, "--no-progress", "--verbose", "0"])
     assert f"Resuming {run_folder} at {stopped_at} steps" in capsys.readouterr().out
     assert 4096 <= saved_steps(run_folder) < 4096 + 256  # SB3 completes the rollout (4 envs x 64 steps) under way
@@ -446,3 +448,74 @@ def test_sigterm_saves_the_run_as_ctrl_c_does_and_resumes(tmp_path, monkeypatch,
     assert line.startswith(f"sb3-ppo-ext train: stopped: training was stopped by SIGTERM at {stopped_at} steps")
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is the caller's again
     assert_resumes(run_folder, stopped_at, capsys)
+
+
+# --- every command-line value named ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (
+            ["--env", "CartPole-v1", "--env-kwargs", "nonexistent_kw:1"],
+            r"--env-kwargs \(or the config's env_kwargs\) \{'nonexistent_kw': 1\}: CartPole-v1 refuses them \(TypeError: ",
+        ),
+        (
+            ["--env", "sb3_ppo_ext/Walker2D-v0", "--env-kwargs", "push_probability:2.0"],
+            r"sb3_ppo_ext/Walker2D-v0 refuses them \(ValueError: push_probability must be a probability in \[0, 1\], "
+            r"got 2.0\)",
+        ),
+        (
+            ["--env", "CartPole-v1", "--vec-env", "shared", "--vec-env-kwargs", "timeout_s:'abc'"],
+            "--vec-env-kwargs: timeout_s must be a finite number, got 'abc'",
+        ),
+        (
+            ["--env", "CartPole-v1", "--vec-env", "shared", "--vec-env-kwargs", "timeout_s:1e-9"],
+            r"--vec-env-kwargs: timeout_s must be >= 1.0, got 1e-09",
+        ),
+        (
+            ["--env", "CartPole-v1", "--vec-env", "shared", "--vec-env-kwargs", "start_timeout_s:True"],
+            "--vec-env-kwargs: start_timeout_s must be a finite number, got True",
+        ),
+        (
+            ["--env", "CartPole-v1", "--hyperparams", "rollout_buffer_class:'RolloutBuffer'"],
+            "rollout_buffer_class must be a class deriving from stable_baselines3.common.buffers.RolloutBuffer",
+        ),
+        (
+            [
+                "--env",
+                "CartPole-v1",
+                "--hyperparams",
+                "env_wrapper:[{'gymnasium.wrappers.TimeLimit':{'max_episode_steps':nn.ReLU}}]",
+            ],
+            "env_wrapper: the argument max_episode_steps of gymnasium.wrappers.TimeLimit must be a plain value",
+        ),
+        (
+            ["--env", "CartPole-v1", "--hyperparams", "env_wrapper:{'sb3_ppo_ext.wrappers.FrameSkip':{'skipp':2}}"],
+            r"env_wrapper: sb3_ppo_ext.wrappers.FrameSkip cannot be built with the arguments \{'skipp': 2\}",
+        ),
+        (
+            ["--env", "CartPole-v1", "--hyperparams", "callback:['sb3_ppo_ext.callbacks.RotatingCheckpointCallback']"],
+            "callback: sb3_ppo_ext.callbacks.RotatingCheckpointCallback cannot be built with the arguments {}: missing a "
+            "required argument: 'save_freq'",
+        ),
+        (
+            ["--env", "CartPole-v1", "--hyperparams", "callback:\"['sb3_ppo_ext.callbacks.RotatingCheckpointCallback']\""],
+            r"callback: \"\['sb3_ppo_ext.callbacks.RotatingCheckpointCallback'\]\" is not an allow-listed class import path",
+        ),
+        (
+            ["--env", "sb3_ppo_ext/RocketLander-v0", "--env-kwargs", "frame_skip:10**9"],
+            "is not allowed in a config value",
+        ),
+        (
+            ["--env", "sb3_ppo_ext/RocketLander-v0", "--env-kwargs", "frame_skip:1000000000"],
+            r"frame_skip must be <= 1000 \(MAX_FRAME_SKIP\)",
+        ),
+    ],
+)
+def test_every_bad_value_is_a_one_line_error_naming_its_option(extra, message, tmp_path, user_error):
+    import re
+
+    line = user_error(["train", *extra, "-n", "256", *quiet(tmp_path)])
+    assert re.search(message, line), line
+    assert not glob.glob(str(tmp_path / "ppo_ext" / "*"))  # no run folder left behind

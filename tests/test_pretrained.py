@@ -308,6 +308,9 @@ def test_a_run_packs_its_final_model_or_a_checkpoint_with_that_checkpoints_stati
     with pytest.raises(ValueError, match=r"Pendulum-v1 does not take env_kwargs \{'gravity': 9.0\}"):
         save_pretrained_from_run(run, str(tmp_path / "lighter"), env_kwargs={"gravity": 9.0})
     assert read_agent(str(tmp_path / "lighter"))[1]["env_kwargs"] == {"g": 9.0}
+    with pytest.raises(ValueError, match=r"lighter/agent.json: env_kwargs must not hold render_mode \(got 'human'\)"):
+        save_pretrained_from_run(run, str(tmp_path / "lighter"), env_kwargs={"render_mode": "human"})
+    assert read_agent(str(tmp_path / "lighter"))[1]["env_kwargs"] == {"g": 9.0}
 
 
 # --- the shipped agents ------------------------------------------------------------------------------------------

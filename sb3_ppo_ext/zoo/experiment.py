@@ -20,6 +20,7 @@ from pathlib import Path
 from pprint import pprint
 from typing import Any, cast
 
+import gymnasium as gym
 import yaml
 from rl_zoo3 import exp_manager, hyperparams_opt
 from rl_zoo3.callbacks import SaveVecNormalizeCallback
@@ -43,6 +44,7 @@ from sb3_ppo_ext.safe_loading import (
     statistics_saved,
 )
 from sb3_ppo_ext.shared_memory_vec_env import EnvWorkerError, SharedMemoryVecEnv
+from sb3_ppo_ext.validation import HyperparameterError
 from sb3_ppo_ext.zoo.hyperparams import (
     check_block_keys,
     check_block_values,
@@ -317,6 +319,14 @@ def vec_env_settings(
     return vec_env_class, kwargs
 
 
+def shared_memory_vec_env(env_fns: Sequence[Callable[[], Any]], **kwargs: Any) -> SharedMemoryVecEnv:
+    """``SharedMemoryVecEnv(env_fns, **kwargs)``, its refusal of a setting named as one of ``--vec-env-kwargs``."""
+    try:
+        return SharedMemoryVecEnv(env_fns, **kwargs)
+    except HyperparameterError as error:
+        raise HyperparameterError(f"--vec-env-kwargs: {error}") from None
+
+
 #: Held while :meth:`SafeExperimentManager.create_envs` builds envs: it sets rl-zoo3's VecEnv class for one build, and
 #: ``optimize --n-jobs`` builds envs in several threads. A module's lock, not the manager's: rl-zoo3 pickles the
 #: manager for ARS's asynchronous evaluation.
@@ -524,6 +534,7 @@ class SafeExperimentManager(ExperimentManager):
         (:class:`~sb3_ppo_ext.zoo.resume.ContinuedMonitor`) instead of starting them again. The ``--vec-env`` type
         that steps the training envs, with its keyword arguments, is set in ``args`` (saved as ``args.yml`` once they
         are built)."""
+        self.check_env_kwargs(self.eval_env_kwargs if eval_env else self.env_kwargs, eval_env=eval_env)
         builder, kwargs = self.vec_env_builder(n_envs, eval_env=eval_env)
         continuing = self.resume_point is not None and not eval_env and not no_log
         with (
@@ -539,6 +550,28 @@ class SafeExperimentManager(ExperimentManager):
                 self.args.vec_env_kwargs = None
         return env
 
+    def check_env_kwargs(self, env_kwargs: dict[str, Any], *, eval_env: bool) -> None:
+        """Make one env of the task with ``env_kwargs`` (once per distinct set) before the VecEnv builds them: a
+        keyword the task does not take (``TypeError``) or a value it refuses (``ValueError``) is then a one-line error
+        naming the option, rather than a traceback from inside a worker process.
+
+        :raises ValueError: naming ``--env-kwargs`` (or ``--eval-env-kwargs``) and the config's ``env_kwargs``.
+        """
+        if not env_kwargs:
+            return
+        checked = getattr(self, "_checked_env_kwargs", [])
+        if env_kwargs in checked:
+            return
+        option = "--eval-env-kwargs" if eval_env and self._eval_env_kwargs_args is not None else "--env-kwargs"
+        try:
+            gym.make(self.env_name.gym_id, **env_kwargs).close()
+        except (TypeError, ValueError) as error:
+            raise ValueError(
+                f"{option} (or the config's env_kwargs) {env_kwargs}: {self.env_name.gym_id} refuses them "
+                f"({type(error).__name__}: {one_line_of(error)})"
+            ) from None
+        self._checked_env_kwargs = [*checked, dict(env_kwargs)]
+
     def vec_env_builder(self, n_envs: int, *, eval_env: bool) -> tuple[Callable[..., VecEnv], dict[str, Any]]:
         """The class (or function) that builds ``n_envs`` envs, and its keyword arguments: those of ``--vec-env``
         (:func:`vec_env_settings`). With ``shared``, DummyVecEnv builds the evaluation envs, a single env (a worker
@@ -551,7 +584,7 @@ class SafeExperimentManager(ExperimentManager):
             return DummyVecEnv, {}
         if self.vec_env_falls_back:
             return self.shared_memory_vec_env_or_dummy, self.vec_env_kwargs
-        return SharedMemoryVecEnv, self.vec_env_kwargs
+        return shared_memory_vec_env, self.vec_env_kwargs
 
     def shared_memory_vec_env_or_dummy(self, env_fns: Sequence[Callable[[], Any]], **kwargs: Any) -> VecEnv:
         """A :class:`~sb3_ppo_ext.shared_memory_vec_env.SharedMemoryVecEnv` of ``env_fns``, or, when it cannot start
@@ -563,7 +596,7 @@ class SafeExperimentManager(ExperimentManager):
         :param kwargs: the keyword arguments of SharedMemoryVecEnv (``--vec-env-kwargs``; DummyVecEnv takes none).
         """
         try:
-            return SharedMemoryVecEnv(env_fns, **kwargs)
+            return shared_memory_vec_env(env_fns, **kwargs)
         except (OSError, RuntimeError) as error:
             if isinstance(error, EnvWorkerError) and error.env_index is not None:
                 raise
@@ -785,6 +818,11 @@ class SafeExperimentManager(ExperimentManager):
             yaml.safe_dump(to_plain_yaml({key: arguments[key] for key in sorted(arguments)}), file)
         (Path(self.params_path) / "command.txt").write_text(command)
         print(f"Log path: {self.save_path}")
+
+
+def one_line_of(error: BaseException) -> str:
+    """The first line of ``error``'s message (gymnasium adds the creator's arguments after it)."""
+    return next(iter(str(error).splitlines()), "")
 
 
 def to_plain_yaml(value: Any) -> Any:

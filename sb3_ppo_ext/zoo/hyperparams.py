@@ -18,7 +18,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from rl_zoo3.utils import SimpleLinearSchedule
@@ -289,11 +289,26 @@ def as_schedule(value: Any) -> Any:
     return value
 
 
+#: The positional arguments rl-zoo3 passes to each class of a class-path key before its keyword arguments: the env
+#: to a wrapper, the VecEnv to a VecEnv wrapper, nothing to a callback.
+CLASS_PATH_POSITIONALS: Mapping[str, tuple[str, ...]] = {
+    "callback": (),
+    "env_wrapper": ("env",),
+    "vec_env_wrapper": ("venv",),
+}
+
+
 def check_class_paths(key: str, value: Any) -> None:
-    """Check that every class named under ``key`` (a path, a list of paths, ``{path: kwargs}`` items) is allow-listed."""
+    """Check the classes named under ``key`` (a path, a list of paths, ``{path: kwargs}`` items) before rl-zoo3 builds
+    them: each allow-listed, its keyword arguments a mapping of argument names holding plain values (not classes or
+    functions), which the class takes (matched against its signature, with what rl-zoo3 passes first,
+    :data:`CLASS_PATH_POSITIONALS`: a missing required argument or an unknown one is named here)."""
     if value is None:
         return
+    if not isinstance(value, (str, list, dict)):
+        raise ValueError(f"{key} must be a class path, a {{path: kwargs}} mapping or a list of them, got {value!r}")
     for item in value if isinstance(value, list) else [value]:
+        kwargs: Any = None
         if isinstance(item, dict):
             if len(item) != 1:
                 raise ValueError(f"{key}: each item must be a class path or a one-key mapping {{path: kwargs}}, got {item!r}")
@@ -307,6 +322,26 @@ def check_class_paths(key: str, value: Any) -> None:
                 f"{key}: {path!r} is not an allow-listed class import path (our callbacks and wrappers, SB3 / rl-zoo3 / "
                 f"gymnasium callbacks and wrappers); see sb3_ppo_ext.allow_list.allowed_names()"
             )
+        _check_class_arguments(key, path, dict(kwargs or {}))
+
+
+def _check_class_arguments(key: str, path: str, kwargs: dict[str, Any]) -> None:
+    """Check ``kwargs`` against the signature of the allow-listed class ``path`` named under ``key``."""
+    check_kwargs(f"{key}: the arguments of {path}", kwargs)
+    for name, argument in kwargs.items():
+        if callable(argument):
+            raise ValueError(
+                f"{key}: the argument {name} of {path} must be a plain value (a number, a string, a list...), got {argument!r}"
+            )
+    positionals = CLASS_PATH_POSITIONALS.get(key, ())
+    try:
+        signature = inspect.signature(cast(type, resolve_name(path)))  # allow-listed: a class
+    except (TypeError, ValueError):
+        return  # a class whose signature Python cannot read: rl-zoo3 reports what it refuses
+    try:
+        signature.bind(*positionals, **kwargs)
+    except TypeError as error:
+        raise ValueError(f"{key}: {path} cannot be built with the arguments {kwargs}: {error}") from None
 
 
 #: Arguments of ``policy_kwargs`` that take a class, which a run's ``config.yml`` saves as its import path
