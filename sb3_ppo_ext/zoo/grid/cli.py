@@ -17,8 +17,10 @@ and is skipped; a cell that was interrupted continues from its newest checkpoint
 the grid file), else it is started again after moving its partial folder aside. A cell copied in from another
 root with its ``done.json`` removed (e.g. a screening run to be trained on to a larger ``n_timesteps``) continues
 from its final model the same way. ``--jobs`` cells run at once, one process each. The wall-clock of a cell is the
-sum of its sessions' (``sessions.jsonl``); SIGTERM to ``run`` stops its training processes, records
-their sessions and starts no further cell.
+sum of its sessions' (``sessions.jsonl``); SIGTERM to ``run`` stops its training processes (each saves its model
+where it stopped, which the next ``run`` resumes), records their sessions and starts no further cell. Task and
+variant names become folders under ``--root`` only once checked as folder names; a grid reads, writes and moves
+nothing outside ``--root``.
 
 ``snapshot`` copies the newest checkpoint and settings of every unfinished cell into a folder, to carry a run of
 several sessions to another machine (copy it back under the root and ``run`` resumes it).
