@@ -205,10 +205,13 @@ def check_probability(name: str, value: Any) -> float:
     return float(value)
 
 
-def check_integer(name: str, value: Any, minimum: int) -> int:
-    """Validate an integer option ``>= minimum`` (``ValueError`` otherwise; booleans and floats are refused)."""
+def check_integer(name: str, value: Any, minimum: int, maximum: int | None = None, limit: str = "") -> int:
+    """Validate an integer option ``>= minimum`` (and ``<= maximum``, the constant ``limit`` quoted in the message):
+    ``ValueError`` otherwise; booleans and floats are refused."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if maximum is not None and int(value) > maximum:
+        raise ValueError(f"{name} must be <= {maximum}{f' ({limit})' if limit else ''}, got {value!r}")
     return int(value)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pybullet_data
 
-from ._bullet import BulletClient, check_finite, check_integer, check_positive, check_probability
+from ._bullet import BulletClient, check_bool, check_finite, check_integer, check_positive, check_probability
 from .locomotion import (
     CONTROL_TIMESTEP,
     STADIUM_HALF_LENGTH,
@@ -202,7 +202,7 @@ class HumanoidFlagrunEnv(HumanoidEnv):
     ) -> None:
         self.flag_timeout_steps = check_integer("flag_timeout_steps", flag_timeout_steps, 1)
         self.flag_reach_distance = check_positive("flag_reach_distance", flag_reach_distance)
-        self.random_yaw = bool(random_yaw)
+        self.random_yaw = check_bool("random_yaw", random_yaw)
         self._steps_since_flag_moved = 0
         self.flags_reached = 0
         super().__init__(render_mode, **kwargs)
@@ -292,7 +292,7 @@ class HumanoidFlagrunHarderEnv(HumanoidFlagrunEnv):
         kwargs.setdefault("electricity_weight", -8.5 / 4)
         self.lying_start_probability = check_probability("lying_start_probability", lying_start_probability)
         self.max_ground_steps = check_integer("max_ground_steps", max_ground_steps, 1)
-        self.throw_cubes = bool(throw_cubes)
+        self.throw_cubes = check_bool("throw_cubes", throw_cubes)
         self.cube_throw_interval = check_integer("cube_throw_interval", cube_throw_interval, 1)
         self.cube_throw_after_steps = check_integer("cube_throw_after_steps", cube_throw_after_steps, 0)
         self.started_lying = False

@@ -33,6 +33,8 @@ import numpy as np
 import pybullet
 from gymnasium import spaces
 
+from sb3_ppo_ext.validation import MAX_FRAME_SKIP
+
 from ._bullet import (
     BulletClient,
     box_action_values,
@@ -390,7 +392,7 @@ class RocketLanderEnv(gym.Env):
     :param render_mode: ``None``, ``"rgb_array"`` (headless TinyRenderer) or ``"human"`` (PyBullet GUI).
     :param continuous: continuous (``Box``) or discrete (``Discrete(7)``) actions.
     :param physics_time_step: physics step (s).
-    :param frame_skip: physics steps per agent step.
+    :param frame_skip: physics steps per agent step (1 to :data:`~sb3_ppo_ext.validation.MAX_FRAME_SKIP`).
     :param dry_mass: vehicle mass without propellant (kg), legs and engine included.
     :param fuel_mass: propellant at the start (kg).
     :param thrust_to_weight: full-throttle thrust over the weight at the start (with full propellant).
@@ -470,7 +472,7 @@ class RocketLanderEnv(gym.Env):
         # --- every argument is checked before a physics client exists
         self.render_mode = check_option("render_mode", render_mode, self.metadata["render_modes"])
         self.continuous = check_bool("continuous", continuous)
-        self.frame_skip = check_integer("frame_skip", frame_skip, 1)
+        self.frame_skip = check_integer("frame_skip", frame_skip, 1, MAX_FRAME_SKIP, "MAX_FRAME_SKIP")
         self.physics_time_step = check_positive("physics_time_step", physics_time_step)
         self.dt = self.physics_time_step * self.frame_skip
         vehicle_parameters = VehicleParameters(

@@ -20,6 +20,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 
 from sb3_ppo_ext.callbacks._render_env import headless_sdl_settings
 from sb3_ppo_ext.zoo import commands
+from sb3_ppo_ext.zoo.experiment import TrainingStopped
 from sb3_ppo_ext.zoo.grid import cli as grid_cli
 from sb3_ppo_ext.zoo.options import DEBUG_OPTION
 
@@ -114,7 +115,9 @@ def grid(argv: Sequence[str]) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of ``sb3-ppo-ext`` and ``python -m sb3_ppo_ext``.
 
-    A user error (:func:`is_user_error`) ends the command in one line with exit status 2, unless ``--debug`` is given.
+    A user error (:func:`is_user_error`) ends the command in one line with exit status 2, unless ``--debug`` is given;
+    training stopped by SIGTERM or a failed env worker (:class:`~sb3_ppo_ext.zoo.experiment.TrainingStopped`, the
+    model saved) ends it in one line with the exit status of the cause (143 for SIGTERM, 1 for a worker).
 
     :param argv: arguments after the program name (default: ``sys.argv[1:]``).
     """
@@ -133,6 +136,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     os.environ.update(headless_sdl_settings())
     try:
         commands[command](rest)
+    except TrainingStopped as stopped:  # saved what it had trained; says so, and why it stopped
+        print(f"sb3-ppo-ext {command}: stopped: {one_line(str(stopped))}", file=sys.stderr)
+        raise SystemExit(stopped.exit_status) from None
     except Exception as error:
         if debug or not is_user_error(error):
             raise

@@ -72,6 +72,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection, wait
 from multiprocessing.shared_memory import SharedMemory
 from typing import Any
@@ -90,6 +91,8 @@ from stable_baselines3.common.vec_env.base_vec_env import (
 from stable_baselines3.common.vec_env.patch_gym import _patch_env
 from stable_baselines3.common.vec_env.util import dict_to_obs, obs_space_info
 
+from sb3_ppo_ext.validation import HyperparameterError, check_bool, check_choice, check_number
+
 #: The driver's message "step the envs with the actions in shared memory" (a pickled command starts with 0x80).
 STEP = b"s"
 #: First byte of a worker's answer: done, nothing to report / done, a pickled value follows / failed, a pickled
@@ -101,6 +104,10 @@ ALIGNMENT = 64
 CLOSE_TIMEOUT_S = 30.0
 #: Prefix of the shared segment's name (``/dev/shm/<prefix><pid>_<random>`` while the VecEnv starts).
 SEGMENT_PREFIX = "sb3ppo_vec_"
+#: Shortest and longest ``timeout_s`` / ``start_timeout_s`` (``None`` waits for ever): a worker that starts Python
+#: and builds its envs takes seconds, and a timeout of a day already means "never".
+MIN_TIMEOUT_S = 1.0
+MAX_TIMEOUT_S = 86_400.0
 #: Commands after whose failure the envs' state is unknown: the VecEnv closes and raises :class:`EnvWorkerError`.
 FATAL_COMMANDS = frozenset({"start", "attach", "step", "reset"})
 
@@ -330,10 +337,19 @@ class _EnvWorker:
         return results
 
     def close(self) -> None:
+        """Close every env, even after one raised; the first exception is raised once all are closed, ``current``
+        naming the env that raised it."""
+        first_error: Exception | None = None
+        failed_env: int | None = None
         for local, env in enumerate(self.envs):
-            self.current = local
-            env.close()
-        self.current = None
+            try:
+                env.close()
+            except Exception as error:
+                if first_error is None:
+                    first_error, failed_env = error, local
+        self.current = failed_env
+        if first_error is not None:
+            raise first_error
 
 
 def _answer(connection: Connection, value: Any) -> None:
@@ -466,10 +482,10 @@ class SharedMemoryVecEnv(VecEnv):
         instead of waiting for them: one process fewer, and one pipe round trip less per step.
     :param start_method: a start method of ``multiprocessing`` (default: ``forkserver`` where available, else
         ``spawn``; see the module's docstring for why not ``fork``).
-    :param timeout_s: the longest wait, in seconds, for the workers to answer one command once started (a step, a
-        reset, an attribute); a worker that does not answer in time is reported as failed with
-        :class:`EnvWorkerError` and the VecEnv is closed. ``None``: wait forever (a dead worker is still detected at
-        once).
+    :param timeout_s: the longest wait, in seconds (from :data:`MIN_TIMEOUT_S` to :data:`MAX_TIMEOUT_S`), for the
+        workers to answer one command once started (a step, a reset, an attribute); a worker that does not answer in
+        time is reported as failed with :class:`EnvWorkerError` and the VecEnv is closed. ``None``: wait forever (a
+        dead worker is still detected at once).
     :param start_timeout_s: the same for starting: the workers' imports and building their envs (seconds on a loaded
         machine).
     """
@@ -486,8 +502,7 @@ class SharedMemoryVecEnv(VecEnv):
         if len(env_fns) < 1:
             raise ValueError("env_fns must hold at least one env function, got none")
         n_envs = len(env_fns)
-        if not isinstance(step_in_driver, bool):
-            raise ValueError(f"step_in_driver must be True or False, got {step_in_driver!r}")
+        check_bool("step_in_driver", step_in_driver)
         if step_in_driver and n_envs < 2:
             raise ValueError("step_in_driver needs at least 2 envs (one block for the driver, one for a worker), got 1")
         if n_workers is None:
@@ -498,11 +513,13 @@ class SharedMemoryVecEnv(VecEnv):
             raise ValueError(f"n_workers must be an int from 1 to {most} ({envs}), got {n_workers!r}")
         if start_method is None:
             start_method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
-        if start_method not in mp.get_all_start_methods():
-            raise ValueError(f"start_method must be one of {mp.get_all_start_methods()}, got {start_method!r}")
+        check_choice("start_method", start_method, mp.get_all_start_methods())
         for name, value in (("timeout_s", timeout_s), ("start_timeout_s", start_timeout_s)):
-            if value is not None and not value > 0:
-                raise ValueError(f"{name} must be > 0 or None, got {value!r}")
+            if value is not None:
+                try:
+                    check_number(name, value, low=MIN_TIMEOUT_S, high=MAX_TIMEOUT_S)
+                except HyperparameterError as error:
+                    raise HyperparameterError(f"{error} (seconds; None waits for ever)") from None
         self.timeout_s = timeout_s
         self.start_timeout_s = start_timeout_s
         self.start_method = start_method
@@ -518,6 +535,10 @@ class SharedMemoryVecEnv(VecEnv):
         self._resources = _Resources()
         self._finalizer = weakref.finalize(self, self._resources.release)
         context = mp.get_context(start_method)
+        # Workers register the segment they map with multiprocessing's resource tracker. Started now, before any
+        # worker, it is the one every worker shares (a forked worker would otherwise start its own, which warns of a
+        # "leaked" segment at exit and tries to unlink it again); the driver unlinks the segment, unregistering it.
+        resource_tracker.ensure_running()
         try:
             for block in self.blocks:
                 driver_end, worker_end = context.Pipe()
@@ -612,9 +633,17 @@ class SharedMemoryVecEnv(VecEnv):
             raise self._failure(worker, None, f"died ({self._exit_status(worker)}) before {action}") from None
 
     def _exit_status(self, worker: int) -> str:
+        """How the worker ended: ``exit code 1``, ``exit code -9, killed by SIGKILL`` (the OOM killer's signal), or
+        ``still running``."""
         process = self._resources.processes[worker]
         process.join(1.0)
-        return "still running" if process.exitcode is None else f"exit code {process.exitcode}"
+        code = process.exitcode
+        if code is None:
+            return "still running"
+        if code < 0:
+            with contextlib.suppress(ValueError):
+                return f"exit code {code}, killed by {signal.Signals(-code).name}"
+        return f"exit code {code}"
 
     def _failure(self, worker: int, local: int | None, what: str, remote_traceback: str = "") -> EnvWorkerError:
         """The error for a failed worker, after closing the VecEnv (its envs' state is unknown)."""
@@ -639,14 +668,22 @@ class SharedMemoryVecEnv(VecEnv):
         self._close_driver_envs()
         self._resources.release()
 
-    def _close_driver_envs(self) -> None:
-        """Drop the driver's views of the segment and close its own envs (once; whatever an env raises in ``close``,
-        the workers and the segment are released after)."""
+    def _close_driver_envs(self) -> Exception | None:
+        """Drop the driver's views of the segment and close its own envs (once); return what an env raised in its
+        ``close`` (with a note naming it), so that the workers and the segment are released before it is raised."""
         driver_envs, self._resources.driver_envs = self._resources.driver_envs, None
-        if driver_envs is not None:
-            driver_envs.detach()
-            with contextlib.suppress(Exception):
-                driver_envs.close()
+        if driver_envs is None:
+            return None
+        driver_envs.detach()
+        try:
+            driver_envs.close()
+        except Exception as error:
+            if hasattr(error, "add_note") and self.driver_block is not None and driver_envs.current is not None:
+                error.add_note(
+                    f"(raised by env {self.driver_block.start + driver_envs.current} in the driver of a SharedMemoryVecEnv)"
+                )
+            return error
+        return None
 
     def _gather(self, workers: Sequence[int], action: str, timeout_s: float | None) -> list[Any]:
         """The answer of each of ``workers`` to the command ``action`` just sent, in order.
@@ -821,25 +858,32 @@ class SharedMemoryVecEnv(VecEnv):
         return self._observations()
 
     def close(self) -> None:
-        """Close every env in its worker, end the workers and free the shared memory; idempotent."""
+        """Close every env in its worker, end the workers and free the shared memory; idempotent.
+
+        An exception an env raises in its own ``close()`` is raised once everything is released (the first one, with a
+        note naming the env); the other envs are closed all the same.
+        """
         if self.closed:
             return
         timeout = CLOSE_TIMEOUT_S if self.timeout_s is None else min(self.timeout_s, CLOSE_TIMEOUT_S)
+        env_error: Exception | None = None
         try:
             if self.waiting:
                 self._gather(range(len(self.blocks)), "step", timeout)
-            self._close_driver_envs()
+            env_error = self._close_driver_envs()
             for worker in range(len(self.blocks)):
                 self._send(worker, pickle.dumps(("close", None)), "close")
             self._gather(range(len(self.blocks)), "close", timeout)
         except EnvWorkerError:
             return  # the failure closed everything already
-        except Exception:
-            pass  # an env that raised in close(): end its worker all the same
+        except Exception as error:  # an env that raised in close(): its worker ends all the same
+            env_error = env_error or error
         self.closed = True
         self.waiting = False
         self._closed_because = ""
         self._resources.release(join_timeout_s=timeout)
+        if env_error is not None:
+            raise env_error
 
     def get_images(self) -> Sequence[np.ndarray | None]:
         if self.render_mode != "rgb_array":

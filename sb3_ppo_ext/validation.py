@@ -57,6 +57,27 @@ def check_number(
     return float(value)
 
 
+def check_bool(name: str, value: Any) -> bool:
+    """Check that ``value`` is ``True`` or ``False`` and return it: a string (``"yes"``, ``"no"``, which Python reads
+    as true), a number or ``None`` is refused.
+
+    :param name: parameter name, used in the error message.
+    """
+    if not isinstance(value, bool):
+        raise HyperparameterError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def check_frame_stack(name: str, value: Any) -> int | None:
+    """Check a ``frame_stack`` setting: ``None`` (no stacking) or an integer from 1 to :data:`MAX_FRAME_STACK`.
+
+    :param name: the setting and where it was read, used in the error message.
+    """
+    if value is None:
+        return None
+    return check_int(name, value, minimum=1, maximum=MAX_FRAME_STACK, limit="MAX_FRAME_STACK")
+
+
 def check_positive(name: str, value: Any) -> float:
     """Check that ``value`` is a finite number strictly greater than zero."""
     return check_number(name, value, low=0.0, low_inclusive=False)
@@ -121,6 +142,13 @@ MAX_CLIP_RANGE_VF = 1e9
 MAX_LAYER_WIDTH = 8192
 #: Most hidden layers in one ``net_arch`` list.
 MAX_HIDDEN_LAYERS = 64
+#: Most frames stacked by ``frame_stack``, in a config block and in a shipped agent's ``agent.json`` alike (rl-zoo3's
+#: configs stack 2 or 4; the stack multiplies the memory of every observation kept, so 10**9 frames would fill the
+#: memory at once).
+MAX_FRAME_STACK = 256
+#: Most physics or env steps repeated per agent step (``frame_skip`` of the rocket lander, ``skip`` of the
+#: ``FrameSkip`` wrapper; 3 to 8 in practice): each costs a physics step, so 10**9 made one ``step()`` run for hours.
+MAX_FRAME_SKIP = 1000
 
 
 def _with_hint(error: HyperparameterError, hint: str) -> HyperparameterError:
@@ -290,6 +318,20 @@ def _import_path(path: str) -> type:
     return getattr(importlib.import_module(module), name)
 
 
+def check_subclass(name: str, value: Any, base_path: str, example: str) -> type:
+    """Check that ``value`` is a class deriving from the class at import path ``base_path`` and return it.
+
+    :param name: the setting, used in the message.
+    :param example: a class the setting may take, quoted in the message.
+    """
+    if not (inspect.isclass(value) and issubclass(value, _import_path(base_path))):
+        raise HyperparameterError(
+            f"{name} must be a class deriving from {base_path} (e.g. {example}; the class, not an instance or a "
+            f"name), got {value!r}"
+        )
+    return value
+
+
 def _check_policy_keys(policy_kwargs: Mapping[str, Any], policy_class: type[Any], name: str) -> None:
     parameters = inspect.signature(policy_class.__init__).parameters
     takes_any = any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values())
@@ -335,12 +377,8 @@ def check_policy_kwargs(policy_kwargs: Any, *, policy_class: type | None = None,
     for key in _MAPPING_POLICY_ARGUMENTS:
         check_kwargs(f"{name} {key}", policy_kwargs.get(key))
     for key, (base_path, example) in _CLASS_POLICY_ARGUMENTS.items():
-        value = policy_kwargs.get(key)
-        if key in policy_kwargs and not (inspect.isclass(value) and issubclass(value, _import_path(base_path))):
-            raise HyperparameterError(
-                f"{name} {key} must be a class deriving from {base_path} (e.g. {example}; the "
-                f"class, not an instance or a name), got {value!r}"
-            )
+        if key in policy_kwargs:
+            check_subclass(f"{name} {key}", policy_kwargs[key], base_path, example)
     check_net_arch(policy_kwargs.get("net_arch"), name=f"{name} net_arch", keys=net_arch_keys)
     if policy_kwargs.get("lstm_hidden_size") is not None:
         check_width(f"{name} lstm_hidden_size", policy_kwargs["lstm_hidden_size"])

@@ -8,7 +8,13 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from sb3_ppo_ext.validation import HyperparameterError, check_int, check_number, check_observation_indices
+from sb3_ppo_ext.validation import (
+    MAX_FRAME_SKIP,
+    HyperparameterError,
+    check_int,
+    check_number,
+    check_observation_indices,
+)
 
 
 class FrameSkip(gym.Wrapper):
@@ -22,12 +28,13 @@ class FrameSkip(gym.Wrapper):
               skip: 6
 
     :param env: the environment to wrap.
-    :param skip: number of environment steps per agent step (>= 1; 1 leaves the environment unchanged).
+    :param skip: number of environment steps per agent step (1 to :data:`~sb3_ppo_ext.validation.MAX_FRAME_SKIP`;
+        1 leaves the environment unchanged).
     """
 
     def __init__(self, env: gym.Env, skip: int = 4) -> None:
         super().__init__(env)
-        self.skip = check_int("skip", skip, minimum=1)
+        self.skip = check_int("skip", skip, minimum=1, maximum=MAX_FRAME_SKIP, limit="MAX_FRAME_SKIP")
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         total_reward = 0.0

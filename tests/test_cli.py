@@ -8,6 +8,7 @@ import glob
 import importlib.util
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -15,6 +16,7 @@ import gymnasium as gym
 import pytest
 import torch as th
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.running_mean_std import RunningMeanStd
 
 from sb3_ppo_ext import PPO
 from sb3_ppo_ext.callbacks._render_env import headless_sdl_settings
@@ -393,3 +395,156 @@ def test_the_learning_starts_check_reads_the_config_then_the_default():
         warnings.simplefilter("error")
         warn_if_nothing_learns(DDPG, {"learning_starts": 50}, 51)
         warn_if_nothing_learns(PPO, {}, 1)  # on-policy: nothing to wait for
+
+
+# --- no lost run: a worker killed, or SIGTERM, saves the model ---------------------------------------------------
+
+#: A normalised Pendulum run on SharedMemoryVecEnv, small enough for a test: 4 envs in one worker and the driver.
+SHORT_RUN_CONFIG = (
+    "Pendulum-v1:\n  policy: 'MlpPolicy'\n  n_timesteps: 4096\n  n_envs: 4\n  n_steps: 64\n  batch_size: 128\n"
+    "  n_epochs: 1\n  normalize: true\n  policy_kwargs: 'dict(net_arch=[8])'\n"
+)
+
+
+def train_and_stop_at(tmp_path, monkeypatch, capsys, stop, at_step: int) -> tuple[int, str, str]:
+    """Train the short run with ``--vec-env shared`` and call ``stop(vec_env)`` before its ``at_step``-th step;
+    returns the exit status, the last line on stderr and the run folder."""
+    from sb3_ppo_ext.shared_memory_vec_env import SharedMemoryVecEnv
+
+    config = tmp_path / "short.yml"
+    config.write_text(SHORT_RUN_CONFIG)
+    original_step_async = SharedMemoryVecEnv.step_async
+    steps = {"count": 0}
+
+    def step_async(self, actions):
+        steps["count"] += 1
+        if steps["count"] == at_step:
+            stop(self)
+        return original_step_async(self, actions)
+
+    monkeypatch.setattr(SharedMemoryVecEnv, "step_async", step_async)
+    argv = ["train", "--env", "Pendulum-v1", "-conf", str(config), "--vec-env", "shared"]
+    argv += ["--vec-env-kwargs", "n_workers:1", *quiet(tmp_path)]
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    monkeypatch.setattr(SharedMemoryVecEnv, "step_async", original_step_async)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert isinstance(exit_info.value.code, int)
+    return exit_info.value.code, err.strip().splitlines()[-1], str(tmp_path / "ppo_ext" / "Pendulum-v1_1")
+
+
+def saved_steps(run_folder: str) -> int:
+    from sb3_ppo_ext.zoo.resume import saved_num_timesteps
+
+    return saved_num_timesteps(os.path.join(run_folder, "Pendulum-v1.zip"))
+
+
+def assert_resumes(run_folder: str, stopped_at: int, capsys) -> None:
+    """``--resume`` continues the saved model and its statistics to the run's budget."""
+    from sb3_ppo_ext.safe_loading import read_vecnormalize_statistics
+
+    statistics = read_vecnormalize_statistics(os.path.join(run_folder, "Pendulum-v1", "vecnormalize.npz"))
+    assert isinstance(statistics.obs_rms, RunningMeanStd) and statistics.obs_rms.count > stopped_at  # training saw them
+    main(["train", "--resume", run_folder, "--no-progress", "--verbose", "0"])
+    assert f"Resuming {run_folder} at {stopped_at} steps" in capsys.readouterr().out
+    assert 4096 <= saved_steps(run_folder) < 4096 + 256  # SB3 completes the rollout (4 envs x 64 steps) under way
+
+
+def test_a_killed_worker_saves_the_run_names_the_worker_and_resumes(tmp_path, monkeypatch, capsys):
+    def kill_worker(vec_env):
+        os.kill(vec_env.worker_pids[0], signal.SIGKILL)
+
+    status, line, run_folder = train_and_stop_at(tmp_path, monkeypatch, capsys, kill_worker, at_step=40)
+    assert status == 1
+    assert line.startswith("sb3-ppo-ext train: stopped: worker 0 (pid ")
+    assert "died (exit code -9, killed by SIGKILL) during step" in line
+    stopped_at = saved_steps(run_folder)
+    assert stopped_at >= 39 * 4  # the 8192 steps of the report were lost; here the 156 of this run are saved
+    assert f"training stopped at {stopped_at} steps; the model and its VecNormalize statistics were saved to" in line
+    assert line.endswith(f"continue with: sb3-ppo-ext train --resume {run_folder}")
+    assert os.path.isfile(os.path.join(run_folder, "Pendulum-v1", "vecnormalize.pkl"))
+    assert_resumes(run_folder, stopped_at, capsys)
+
+
+def test_sigterm_saves_the_run_as_ctrl_c_does_and_resumes(tmp_path, monkeypatch, capsys):
+    def terminate(vec_env):
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    status, line, run_folder = train_and_stop_at(tmp_path, monkeypatch, capsys, terminate, at_step=40)
+    assert status == 143
+    stopped_at = saved_steps(run_folder)
+    assert line.startswith(f"sb3-ppo-ext train: stopped: training was stopped by SIGTERM at {stopped_at} steps")
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is the caller's again
+    assert_resumes(run_folder, stopped_at, capsys)
+
+
+# --- every command-line value named ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (
+            ["--env", "CartPole-v1", "--env-kwargs", "nonexistent_kw:1"],
+            r"--env-kwargs \(or the config's env_kwargs\) \{'nonexistent_kw': 1\}: CartPole-v1 refuses them \(TypeError: ",
+        ),
+        (
+            ["--env", "sb3_ppo_ext/Walker2D-v0", "--env-kwargs", "push_probability:2.0"],
+            r"sb3_ppo_ext/Walker2D-v0 refuses them \(ValueError: push_probability must be a probability in \[0, 1\], "
+            r"got 2.0\)",
+        ),
+        (
+            ["--env", "CartPole-v1", "--vec-env", "shared", "--vec-env-kwargs", "timeout_s:'abc'"],
+            "--vec-env-kwargs: timeout_s must be a finite number, got 'abc'",
+        ),
+        (
+            ["--env", "CartPole-v1", "--vec-env", "shared", "--vec-env-kwargs", "timeout_s:1e-9"],
+            r"--vec-env-kwargs: timeout_s must be >= 1.0, got 1e-09",
+        ),
+        (
+            ["--env", "CartPole-v1", "--vec-env", "shared", "--vec-env-kwargs", "start_timeout_s:True"],
+            "--vec-env-kwargs: start_timeout_s must be a finite number, got True",
+        ),
+        (
+            ["--env", "CartPole-v1", "--hyperparams", "rollout_buffer_class:'RolloutBuffer'"],
+            "rollout_buffer_class must be a class deriving from stable_baselines3.common.buffers.RolloutBuffer",
+        ),
+        (
+            [
+                "--env",
+                "CartPole-v1",
+                "--hyperparams",
+                "env_wrapper:[{'gymnasium.wrappers.TimeLimit':{'max_episode_steps':nn.ReLU}}]",
+            ],
+            "env_wrapper: the argument max_episode_steps of gymnasium.wrappers.TimeLimit must be a plain value",
+        ),
+        (
+            ["--env", "CartPole-v1", "--hyperparams", "env_wrapper:{'sb3_ppo_ext.wrappers.FrameSkip':{'skipp':2}}"],
+            r"env_wrapper: sb3_ppo_ext.wrappers.FrameSkip cannot be built with the arguments \{'skipp': 2\}",
+        ),
+        (
+            ["--env", "CartPole-v1", "--hyperparams", "callback:['sb3_ppo_ext.callbacks.RotatingCheckpointCallback']"],
+            "callback: sb3_ppo_ext.callbacks.RotatingCheckpointCallback cannot be built with the arguments {}: missing a "
+            "required argument: 'save_freq'",
+        ),
+        (
+            ["--env", "CartPole-v1", "--hyperparams", "callback:\"['sb3_ppo_ext.callbacks.RotatingCheckpointCallback']\""],
+            r"callback: \"\['sb3_ppo_ext.callbacks.RotatingCheckpointCallback'\]\" is not an allow-listed class import path",
+        ),
+        (
+            ["--env", "sb3_ppo_ext/RocketLander-v0", "--env-kwargs", "frame_skip:10**9"],
+            "is not allowed in a config value",
+        ),
+        (
+            ["--env", "sb3_ppo_ext/RocketLander-v0", "--env-kwargs", "frame_skip:1000000000"],
+            r"frame_skip must be <= 1000 \(MAX_FRAME_SKIP\)",
+        ),
+    ],
+)
+def test_every_bad_value_is_a_one_line_error_naming_its_option(extra, message, tmp_path, user_error):
+    import re
+
+    line = user_error(["train", *extra, "-n", "256", *quiet(tmp_path)])
+    assert re.search(message, line), line
+    assert not glob.glob(str(tmp_path / "ppo_ext" / "*"))  # no run folder left behind

@@ -202,7 +202,7 @@ def test_preprocess_block_parses_eval_strings_and_checks_the_rest():
         "normalize": "dict(norm_reward=False)",
         "learning_rate": "lin_3e-4",
         "env_wrapper": [{"sb3_ppo_ext.wrappers.FrameSkip": {"skip": 6}}],
-        "callback": "stable_baselines3.common.callbacks.CheckpointCallback",
+        "callback": "stable_baselines3.common.callbacks.ProgressBarCallback",
     }
     parsed = preprocess_block(block, where="test")
     assert parsed["policy_kwargs"] == {"activation_fn": nn.Tanh}

@@ -500,3 +500,34 @@ def test_trajectory_replays_the_recording_bit_for_bit(case, tmp_path):
         assert got["terminated"][index] == expected["terminated"][index], where
         assert got["truncated"][index] == expected["truncated"][index], where
         assert got["infos"][index] == expected["infos"][index], where
+
+
+# --- settings that would make a step unbounded, and switches ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "env_id, kwargs, message",
+    [
+        ("sb3_ppo_ext/RocketLander-v0", {"frame_skip": 10**9}, r"frame_skip must be <= 1000 \(MAX_FRAME_SKIP\)"),
+        ("sb3_ppo_ext/RocketLander-v0", {"frame_skip": True}, "frame_skip must be an integer >= 1, got True"),
+        ("sb3_ppo_ext/RocketLander-v0", {"continuous": "no"}, "continuous must be True or False, got 'no'"),
+        ("sb3_ppo_ext/HumanoidFlagrun-v0", {"random_yaw": "no"}, "random_yaw must be True or False, got 'no'"),
+        ("sb3_ppo_ext/HumanoidFlagrunHarder-v0", {"throw_cubes": 0}, "throw_cubes must be True or False, got 0"),
+    ],
+)
+def test_unbounded_or_mistyped_settings_are_refused_at_once(env_id, kwargs, message):
+    import time
+
+    started = time.process_time()
+    with pytest.raises(ValueError, match=message):
+        gym.make(env_id, **kwargs)
+    assert time.process_time() - started < 1.0
+
+
+def test_the_frame_skip_wrapper_has_the_tasks_bound():
+    from sb3_ppo_ext.validation import MAX_FRAME_SKIP
+    from sb3_ppo_ext.wrappers import FrameSkip
+
+    with pytest.raises(ValueError, match=rf"skip must be <= {MAX_FRAME_SKIP} \(MAX_FRAME_SKIP\), got 1000000000"):
+        FrameSkip(gym.make("CartPole-v1"), skip=10**9)
+    assert FrameSkip(gym.make("CartPole-v1"), skip=MAX_FRAME_SKIP).skip == MAX_FRAME_SKIP

@@ -88,6 +88,18 @@ def test_every_grid_file_of_the_repository_names_config_blocks_that_exist(grid_f
         ("tasks: {CartPole-v1: {seed: [0]}}", r"task 'CartPole-v1': unknown key\(s\) \['seed'\]"),
         ("tasks: {CartPole-v1: {variants: [nope]}}", "names variant 'nope'"),
         ("tasks: {CartPole-v1: {seeds: [-1]}}", "seeds must be a list of non-negative integers"),
+        ("tasks: {CartPole-v1: {seeds: [true]}}", r"seeds must be a list of non-negative integers .*got True"),
+        ("tasks: {CartPole-v1: {seeds: [4294967296]}}", "at most 4294967295"),
+        ("tasks: {CartPole-v1: {seeds: 3}}", "seeds must be a non-empty list"),
+        ("tasks: {CartPole-v1: {n_timesteps: lots}}", "task 'CartPole-v1': n_timesteps must be an integer, got 'lots'"),
+        ("tasks: {CartPole-v1: {eval_freq: 0}}", "eval_freq must be >= 1, got 0"),
+        ("tasks: {CartPole-v1: !!python/name:os.system {}}", "is not plain YAML"),
+        ("tasks: {CartPole-v1: [1]}", r"task 'CartPole-v1' must be a mapping, got \[1\]"),
+        ("variants: {../../../../x/victim: {}}\ntasks: {CartPole-v1: {}}", "the variant '../../../../x/victim' cannot"),
+        ("variants: {.hidden: {}}\ntasks: {CartPole-v1: {}}", "the variant '.hidden' cannot name a folder"),
+        ("tasks: {../CartPole-v1: {}}", "the task '..-CartPole-v1' cannot name a folder"),
+        ("variants: {a: {hyperparams: {-n: 5}}}\ntasks: {CartPole-v1: {}}", "argument names must be identifier strings"),
+        ("variants: {a: {conf: [x]}}\ntasks: {CartPole-v1: {}}", r"variant 'a': conf must be a string"),
         ("variants: {a: {algoo: ppo}}\ntasks: {CartPole-v1: {}}", r"variant 'a': unknown key\(s\) \['algoo'\]"),
     ],
 )
@@ -491,3 +503,44 @@ def test_the_script_resolves_relative_paths_from_the_repository_and_the_module_f
         ).stdout
         assert f"--conf-file {base / 'benchmarks' / 'configs' / 'reference_ppo.yml'}" in out
     assert not (tmp_path / "runs").exists()
+
+
+def test_an_alias_bomb_in_a_grid_file_is_refused_at_once(tmp_path, refused_within):
+    laughs = ["a: &a [0, 0, 0, 0, 0, 0, 0, 0, 0, 0]"] + [
+        f"{chr(98 + level)}: &{chr(98 + level)} [{', '.join(['*' + chr(97 + level)] * 10)}]" for level in range(8)
+    ]
+    path = write_grid(tmp_path, "\n".join(laughs) + "\ntasks: {CartPole-v1: {seeds: *i}}\n")
+    error, seconds, grown = refused_within(lambda: grid.load_grid(path))
+    assert "expands to more than 100000 YAML nodes" in str(error)
+    assert seconds < 1.0 and grown < 300 << 20
+
+
+def test_a_grid_never_touches_a_folder_outside_its_root(tmp_path, capsys):
+    """A variant named like a path, run twice: before, the first run crashed and the second moved the user's folder
+    aside and trained into its place."""
+    victim = tmp_path / "x" / "victim" / "seed_0"
+    victim.mkdir(parents=True)
+    (victim / "precious.txt").write_text("mine")
+    root = tmp_path / "a" / "b" / "c" / "root"
+    path = write_grid(tmp_path, "variants: {../../../../x/victim: {}}\ntasks: {CartPole-v1: {n_timesteps: 64}}\n")
+    for _ in range(2):
+        with pytest.raises(SystemExit) as exit_info:
+            grid.main(["run", path, "--root", str(root)])
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err
+        assert "the variant '../../../../x/victim' cannot name a folder under the grid's root" in err.strip().splitlines()[-1]
+    assert [item.name for item in victim.parent.iterdir()] == ["seed_0"] and (victim / "precious.txt").read_text() == "mine"
+    assert not root.exists()
+
+
+def test_a_cell_folder_reached_through_a_link_out_of_the_root_is_refused(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "CartPole-v1").symlink_to(outside, target_is_directory=True)
+    (cell,) = grid.load_grid(write_grid(tmp_path, "tasks: {CartPole-v1: {}}\n"))
+    with pytest.raises(ValueError, match="leads outside the grid's root"):
+        cell.folder(str(root))
+    assert list(outside.iterdir()) == []

@@ -103,8 +103,10 @@ def test_unsupported_things_are_named():
         policy_kwargs_to_data({"features_extractor_class": object})
     with pytest.raises(ValueError, match="activation_fn"):
         policy_kwargs_to_data({"activation_fn": lambda x: x})
-    with pytest.raises(ValueError, match=r"not a torch\.nn class"):
+    with pytest.raises(ValueError, match=r"not an allow-listed torch\.nn activation"):
         policy_kwargs_from_data({"activation_fn": "system"})
+    with pytest.raises(ValueError, match="activation_fn"):
+        policy_kwargs_to_data({"activation_fn": th.nn.Module})
 
 
 def test_add_provenance_keeps_the_rest_of_the_agent(pendulum_agent, tmp_path):
@@ -305,6 +307,9 @@ def test_a_run_packs_its_final_model_or_a_checkpoint_with_that_checkpoints_stati
     assert lighter["training_env_kwargs"] == lighter_agent["provenance"]["training_env_kwargs"] == {}
     with pytest.raises(ValueError, match=r"Pendulum-v1 does not take env_kwargs \{'gravity': 9.0\}"):
         save_pretrained_from_run(run, str(tmp_path / "lighter"), env_kwargs={"gravity": 9.0})
+    assert read_agent(str(tmp_path / "lighter"))[1]["env_kwargs"] == {"g": 9.0}
+    with pytest.raises(ValueError, match=r"lighter/agent.json: env_kwargs must not hold render_mode \(got 'human'\)"):
+        save_pretrained_from_run(run, str(tmp_path / "lighter"), env_kwargs={"render_mode": "human"})
     assert read_agent(str(tmp_path / "lighter"))[1]["env_kwargs"] == {"g": 9.0}
 
 

@@ -11,6 +11,8 @@ import gc
 import multiprocessing as mp
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 
@@ -411,7 +413,8 @@ def test_a_killed_worker_is_an_error_naming_its_envs_not_a_hang():
     venv.reset()
     os.kill(pids[0], signal.SIGKILL)
     started = time.monotonic()
-    with pytest.raises(EnvWorkerError, match=r"worker 0 \(pid \d+, holding envs \[0, 1\]\) died \(exit code -9\)"):
+    died = r"worker 0 \(pid \d+, holding envs \[0, 1\]\) died \(exit code -9, killed by SIGKILL\)"
+    with pytest.raises(EnvWorkerError, match=died):
         venv.step(np.zeros(4, dtype=np.int64))
     assert time.monotonic() - started < 30
     assert_cleaned_up(venv, pids)
@@ -451,3 +454,57 @@ def test_a_vec_env_dropped_without_close_ends_its_workers(step_in_driver):
     del venv
     gc.collect()
     assert all(gone(pid) for pid in pids)
+
+
+class ClosingFails(FaultyEnv):
+    """A FaultyEnv whose ``close`` raises."""
+
+    def close(self) -> None:
+        super().close()
+        raise OSError("the simulator's connection was lost")
+
+
+@pytest.mark.parametrize("failing", ["worker", "driver"])
+def test_an_env_raising_in_close_is_raised_after_everything_is_released(failing):
+    fns: list[Callable[[], gym.Env]] = [FaultyEnv] * 4
+    fns[1 if failing == "worker" else 3] = ClosingFails
+    venv = shared(fns, step_in_driver=True)  # one worker holds envs 0-1 ... the driver the last block
+    pids = venv.worker_pids
+    closed_before = FaultyEnv.closed_here
+    with pytest.raises(OSError, match="the simulator's connection was lost") as raised:
+        venv.close()
+    where = "env 1 in worker 0" if failing == "worker" else "env 3 in the driver"
+    assert any(where in note for note in getattr(raised.value, "__notes__", [])), raised.value
+    assert FaultyEnv.closed_here - closed_before == len(venv.driver_block or ())  # the driver's other envs closed too
+    assert_cleaned_up(venv, pids)
+
+
+def test_the_fork_start_method_leaves_no_false_leak_warning(tmp_path):
+    script = tmp_path / "fork_run.py"
+    script.write_text(
+        "import gymnasium as gym\n"
+        "from sb3_ppo_ext.shared_memory_vec_env import SharedMemoryVecEnv\n"
+        "if __name__ == '__main__':\n"
+        "    venv = SharedMemoryVecEnv([lambda: gym.make('CartPole-v1')] * 3, n_workers=2, start_method='fork')\n"
+        "    venv.reset()\n"
+        "    venv.close()\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "leaked" not in done.stderr and "resource_tracker" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"timeout_s": "abc"}, "timeout_s must be a finite number, got 'abc'"),
+        ({"timeout_s": 1e-9}, r"timeout_s must be >= 1.0, got 1e-09 \(seconds; None waits for ever\)"),
+        ({"timeout_s": 10**9}, "timeout_s must be <= 86400.0"),
+        ({"start_timeout_s": True}, "start_timeout_s must be a finite number, got True"),
+        ({"step_in_driver": "yes"}, "step_in_driver must be True or False, got 'yes'"),
+        ({"start_method": "teleport"}, "start_method must be one of"),
+    ],
+)
+def test_settings_are_checked_before_any_worker_starts(settings, message):
+    with pytest.raises(ValueError, match=message):
+        SharedMemoryVecEnv(env_fns("CartPole-v1", 2), **settings)

@@ -10,8 +10,10 @@ and the marker file the attack would write never appears.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
+import zipfile
 
 import numpy as np
 import pytest
@@ -259,3 +261,182 @@ def test_a_pickle_inside_policy_pth_is_a_named_error(clean_run, tmp_path):
 )
 def test_no_command_takes_an_abbreviated_option(argv, user_error):
     assert "unrecognized arguments: --" in user_error(argv)
+
+
+# --- a shipped-agent folder: bombs, bad values and damaged files -------------------------------------------------
+
+#: What refusing a bomb may cost: CPU seconds and growth of the process's peak memory.
+REFUSAL_SECONDS = 1.0
+REFUSAL_BYTES = 300 << 20
+
+
+def test_a_frame_stack_bomb_in_agent_json_is_refused_by_the_config_bound(shipped_agent_copy, refused_within, user_error):
+    rewrite_agent(shipped_agent_copy, lambda agent: agent.update(frame_stack=10**9))
+    error, seconds, grown = refused_within(lambda: load_pretrained(str(shipped_agent_copy)))
+    assert f"{shipped_agent_copy / 'agent.json'}: frame_stack must be <= 256 (MAX_FRAME_STACK), got 1000000000" in str(error)
+    assert seconds < REFUSAL_SECONDS and grown < REFUSAL_BYTES
+    line = user_error(["enjoy", "--pretrained", "--env", str(shipped_agent_copy), "-n", "5", "--no-render"])
+    assert "frame_stack must be <= 256 (MAX_FRAME_STACK)" in line
+
+
+def weights_entries(folder) -> dict[str, bytes]:
+    from test_safe_loading import zip_entries
+
+    return zip_entries((folder / "policy.npz").read_bytes())
+
+
+def test_a_policy_npz_bomb_is_refused_before_it_is_inflated(shipped_agent_copy, refused_within):
+    from test_safe_loading import GIB, deflated_zeros, zip_with_bomb
+
+    entries = weights_entries(shipped_agent_copy)
+    (shipped_agent_copy / "policy.npz").write_bytes(
+        zip_with_bomb(entries, "action_net.weight.npy", deflated_zeros(3 * GIB), 3 * GIB)
+    )
+    error, seconds, grown = refused_within(lambda: load_pretrained(str(shipped_agent_copy)))
+    assert "policy.npz: its entry 'action_net.weight.npy' inflates to" in str(error) and "a zip bomb" in str(error)
+    assert seconds < REFUSAL_SECONDS and grown < REFUSAL_BYTES
+
+
+def test_a_policy_npz_header_claiming_gigabytes_is_refused_before_reading(shipped_agent_copy, refused_within):
+    from test_safe_loading import npy_header
+
+    entries = dict(weights_entries(shipped_agent_copy), **{"action_net.weight.npy": npy_header((30_000, 30_000)) + bytes(8)})
+    with zipfile.ZipFile(shipped_agent_copy / "policy.npz", "w") as archive:
+        for name, content in entries.items():
+            archive.writestr(name, content)
+    error, seconds, grown = refused_within(lambda: load_pretrained(str(shipped_agent_copy)))
+    assert "policy.npz: its array 'action_net.weight' is float64(30000, 30000), the policy's parameter" in str(error)
+    assert seconds < REFUSAL_SECONDS and grown < REFUSAL_BYTES
+
+
+def rewrite_weights(folder, change) -> None:
+    with np.load(folder / "policy.npz") as weights:
+        arrays = {name: weights[name] for name in weights.files}
+    change(arrays)
+    np.savez(folder / "policy.npz", **arrays)
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan")])
+def test_weights_with_a_non_finite_value_are_refused_naming_the_tensor(shipped_agent_copy, value, user_error):
+    rewrite_weights(shipped_agent_copy, lambda arrays: arrays["action_net.weight"].__setitem__((0, 3), value))
+    with pytest.raises(ValueError, match=r"policy.npz: the tensor 'action_net.weight' holds 1 non-finite value"):
+        load_pretrained(str(shipped_agent_copy))
+    line = user_error(["enjoy", "--pretrained", "--env", str(shipped_agent_copy), "-n", "5", "--no-render"])
+    assert "the tensor 'action_net.weight' holds 1 non-finite value" in line
+
+
+def test_a_model_zip_with_non_finite_weights_is_refused_naming_the_tensor(clean_run, tmp_path):
+    import io
+
+    from sb3_ppo_ext.safe_loading import load_without_pickles
+
+    source = clean_run / "ppo_ext" / f"{ENV}_1" / f"{ENV}.zip"
+    with zipfile.ZipFile(source) as original:
+        state = th.load(io.BytesIO(original.read("policy.pth")), weights_only=True)
+        state["action_net.bias"][0] = float("nan")
+        payload = io.BytesIO()
+        th.save(state, payload)
+        with zipfile.ZipFile(tmp_path / "nan.zip", "w") as copy:
+            for item in original.infolist():
+                copy.writestr(item, payload.getvalue() if item.filename == "policy.pth" else original.read(item.filename))
+    with pytest.raises(ValueError, match=r"nan.zip \(policy.pth\): the tensor 'action_net.bias' holds 1 non-finite"):
+        load_without_pickles(str(tmp_path / "nan.zip"))
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda agent: agent.update(use_sde="yes"), "agent.json: use_sde must be True or False, got 'yes'"),
+        (lambda agent: agent.update(frame_stack=-3), "agent.json: frame_stack must be >= 1, got -3"),
+        (lambda agent: agent.update(frame_stack="4"), "agent.json: frame_stack must be an integer, got '4'"),
+        (
+            lambda agent: agent.update(env_wrapper=["sb3_ppo_ext.wrappers.FrameSkip"]),
+            r"agent.json: env_wrapper items must be one-key \{class path: keyword arguments\} objects, got "
+            "'sb3_ppo_ext.wrappers.FrameSkip'",
+        ),
+        (
+            lambda agent: agent.update(env_wrapper=[{"builtins.print": {}}]),
+            "env wrapper 'builtins.print' in .*agent.json is not an allow-listed gymnasium wrapper",
+        ),
+        (lambda agent: agent.update(env_kwargs=[1]), r"agent.json: env_kwargs must be an object, got \[1\]"),
+        (
+            lambda agent: agent.update(env_kwargs={"render_mode": "human"}),
+            "agent.json: env_kwargs must not hold render_mode",
+        ),
+        (
+            lambda agent: agent["policy_kwargs"].update(activation_fn="Module"),
+            "activation_fn 'Module' in .*agent.json is not an allow-listed torch.nn activation",
+        ),
+        (
+            lambda agent: agent["policy_kwargs"].update(ortho_init="no"),
+            "agent.json: policy_kwargs ortho_init must be True or False, got 'no'",
+        ),
+        (
+            lambda agent: agent["policy_kwargs"].update(net_arch=[10**6]),
+            r"agent.json: policy_kwargs net_arch must be <= 8192 \(MAX_LAYER_WIDTH\)",
+        ),
+        (
+            lambda agent: agent["observation_space"].update(low=-1.0, shape=[10**9]),
+            r"the Box space in .*agent.json is malformed .*not its shape \(1000000000,\)",
+        ),
+    ],
+)
+def test_bad_values_in_agent_json_are_refused_naming_the_file(shipped_agent_copy, change, message, refused_within):
+    rewrite_agent(shipped_agent_copy, change)
+    error, seconds, grown = refused_within(lambda: load_pretrained(str(shipped_agent_copy)))
+    assert re.search(message, str(error)), error
+    assert seconds < REFUSAL_SECONDS and grown < REFUSAL_BYTES
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (lambda text: text[: len(text) // 2], r"agent.json is not valid JSON \(.*\); a truncated or damaged file"),
+        (lambda text: "[" * 100_000 + "]" * 100_000, "agent.json nests JSON arrays / objects deeper than"),
+        (lambda text: " " * (8 << 20) + text, r"agent.json is larger than 8388608 bytes \(MAX_AGENT_FILE_BYTES\)"),
+        (lambda text: "\udcff", "agent.json is not a UTF-8 text file"),
+    ],
+)
+def test_a_damaged_agent_json_is_refused_naming_the_file(shipped_agent_copy, content, message, user_error):
+    path = shipped_agent_copy / "agent.json"
+    path.write_bytes(content(path.read_text()).encode("utf-8", "surrogateescape"))
+    with pytest.raises(ValueError, match=message):
+        load_pretrained(str(shipped_agent_copy))
+    assert re.search(message, user_error(["enjoy", "--pretrained", "--env", str(shipped_agent_copy), "-n", "5"]))
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda path: path.write_bytes(path.read_bytes()[:-200]), r"policy.npz is not a readable weights file \(BadZipFile"),
+        (lambda path: path.write_bytes(b""), r"policy.npz is not a readable weights file"),
+        (
+            lambda path: rewrite_weights(path.parent, lambda arrays: arrays.update({"action_net.weight": np.zeros((2, 64))})),
+            r"policy.npz: its array 'action_net.weight' is float64\(2, 64\), the policy's parameter is a float array "
+            r"of shape \(1, 64\)",
+        ),
+        (
+            lambda path: rewrite_weights(path.parent, lambda arrays: arrays.pop("action_net.bias")),
+            r"policy.npz lacks the policy's parameters \['action_net.bias'\]",
+        ),
+        (
+            lambda path: rewrite_weights(path.parent, lambda arrays: arrays.update(extra=np.zeros(3))),
+            "policy.npz: its array 'extra' is not a parameter of the policy",
+        ),
+    ],
+)
+def test_a_damaged_policy_npz_is_refused_naming_the_file(shipped_agent_copy, damage, message, user_error):
+    damage(shipped_agent_copy / "policy.npz")
+    with pytest.raises(ValueError, match=message):
+        load_pretrained(str(shipped_agent_copy))
+    assert re.search(message, user_error(["enjoy", "--pretrained", "--env", str(shipped_agent_copy), "-n", "5"]))
+
+
+def test_an_agent_is_not_saved_with_a_render_mode(tmp_path):
+    from sb3_ppo_ext.ppo import PPO
+    from sb3_ppo_ext.pretrained import save_pretrained
+
+    model = PPO("MlpPolicy", ENV, n_steps=64, batch_size=64, policy_kwargs={"net_arch": [8]})
+    with pytest.raises(ValueError, match="env_kwargs must not hold render_mode"):
+        save_pretrained(model, str(tmp_path / "agent"), env_id=ENV, env_kwargs={"render_mode": "human"})
+    assert not (tmp_path / "agent" / "agent.json").exists()

@@ -23,6 +23,7 @@ from sb3_ppo_ext.zoo.experiment import (
     default_config_path,
     preferred_vec_env,
     register_algorithm,
+    shared_memory_vec_env,
 )
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -156,9 +157,9 @@ def test_a_given_vec_env_overrides_the_preferred_one_and_does_not_fall_back():
     assert dummy.vec_env_builder(64, eval_env=False) == (DummyVecEnv, {})
     chosen = manager(HUMANOID, "shared")
     assert chosen.vec_env_type == "shared" and not chosen.vec_env_falls_back
-    assert chosen.vec_env_builder(64, eval_env=False) == (SharedMemoryVecEnv, {})
+    assert chosen.vec_env_builder(64, eval_env=False) == (shared_memory_vec_env, {})  # SharedMemoryVecEnv's builder
     # the shared choice is any task's
-    assert manager("CartPole-v1", "shared").vec_env_builder(8, eval_env=False) == (SharedMemoryVecEnv, {})
+    assert manager("CartPole-v1", "shared").vec_env_builder(8, eval_env=False) == (shared_memory_vec_env, {})
     assert manager("CartPole-v1", None).vec_env_type == "dummy"
 
 

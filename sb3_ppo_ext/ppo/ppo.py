@@ -47,6 +47,7 @@ from sb3_ppo_ext.validation import (
     check_policy_kwargs,
     check_positive,
     check_schedule,
+    check_subclass,
 )
 
 SelfPPO = TypeVar("SelfPPO", bound="PPO")
@@ -307,6 +308,13 @@ class PPO(OnPolicyAlgorithm):
         if self.clip_range_vf is not None:
             check_schedule("clip_range_vf", self.clip_range_vf)
         check_policy_kwargs(self.policy_kwargs, policy_class=self.policy_class)
+        if self.rollout_buffer_class is not None:
+            check_subclass(
+                "rollout_buffer_class",
+                self.rollout_buffer_class,
+                "stable_baselines3.common.buffers.RolloutBuffer",
+                "stable_baselines3.common.buffers.RolloutBuffer",
+            )
         check_kwargs("rollout_buffer_kwargs", self.rollout_buffer_kwargs)
         check_number("ent_coef", self.ent_coef)
         check_number("vf_coef", self.vf_coef, low=0.0)

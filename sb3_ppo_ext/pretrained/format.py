@@ -12,7 +12,7 @@ import gymnasium as gym
 import numpy as np
 
 from sb3_ppo_ext.allow_list import resolve_name
-from sb3_ppo_ext.validation import check_env_id
+from sb3_ppo_ext.validation import check_bool, check_env_id, check_frame_stack, check_kwargs
 
 #: Folder of the shipped agents (package data).
 AGENTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "trained_agents")
@@ -21,6 +21,18 @@ AGENT_FILE = "agent.json"
 WEIGHTS_FILE = "policy.npz"
 #: State-dict prefixes of the critic (left out of ``policy.npz``).
 CRITIC_PREFIXES = ("value_net.", "mlp_extractor.value_net.", "vf_features_extractor.")
+#: Largest ``agent.json`` read (the shipped ones have 1.4 to 5.6 kB; the normalisation statistics and space bounds of
+#: an observation of 100,000 numbers take about 6 MB); a larger file is refused before it is parsed.
+MAX_AGENT_FILE_BYTES = 8 << 20
+#: The entries every ``agent.json`` holds, with the JSON type each must have.
+_AGENT_ENTRY_TYPES: dict[str, type | tuple[type, ...]] = {
+    "env_kwargs": dict,
+    "env_wrapper": list,
+    "policy": str,
+    "policy_kwargs": dict,
+    "observation_space": dict,
+    "action_space": dict,
+}
 
 
 def agent_folder(env_id: str) -> str:
@@ -58,21 +70,30 @@ def wrapper_list(env_wrapper: Any) -> list[dict[str, dict[str, Any]]]:
     return normalised
 
 
-def resolve_wrapper(path: str) -> type:
+def resolve_wrapper(path: str, *, where: str = AGENT_FILE) -> type:
     """The allow-listed gymnasium wrapper class named ``path`` in an ``agent.json``.
 
+    :param where: the file, used in the message.
     :raises ValueError: for any other name.
     """
-    wrapper = resolve_name(path)
+    wrapper = resolve_name(path) if isinstance(path, str) else None
     if wrapper is None or not (isinstance(wrapper, type) and issubclass(wrapper, gym.Wrapper)):
-        raise ValueError(f"env wrapper {path!r} in {AGENT_FILE} is not an allow-listed gymnasium wrapper")
+        raise ValueError(f"env wrapper {path!r} in {where} is not an allow-listed gymnasium wrapper")
     return wrapper
 
 
 def read_agent(env_id_or_folder: str) -> tuple[str, dict[str, Any]]:
     """The agent folder and its parsed ``agent.json``, for a shipped env id or an agent folder.
 
-    :raises ValueError: when there is no such agent (naming the env ids that have one).
+    The file is checked before anything uses it: at most :data:`MAX_AGENT_FILE_BYTES` bytes of JSON (a truncated or
+    deeply nested file is refused by name), its ``env_id`` (:func:`~sb3_ppo_ext.validation.check_env_id`), the types
+    of its entries, ``use_sde`` a boolean, ``frame_stack`` ``None`` or at most
+    :data:`~sb3_ppo_ext.validation.MAX_FRAME_STACK` (the bound of config blocks), ``env_kwargs`` without a
+    ``render_mode`` (the player chooses it), ``env_wrapper`` a list of allow-listed wrappers with their keyword
+    arguments (:func:`check_env_wrapper`), and the normalisation statistics (:func:`check_normalization`).
+
+    :raises ValueError: when there is no such agent (naming the env ids that have one), or naming the file, the entry
+        and the rule it breaks.
     """
     folder = env_id_or_folder if os.path.isdir(env_id_or_folder) else agent_folder(env_id_or_folder)
     path = os.path.join(folder, AGENT_FILE)
@@ -82,15 +103,74 @@ def read_agent(env_id_or_folder: str) -> tuple[str, dict[str, Any]]:
             f"no pretrained agent for {env_id_or_folder!r} (an env id with a shipped agent or an agent "
             f"folder with {AGENT_FILE}); shipped agents: {shipped}"
         )
-    with open(path, encoding="utf-8") as stream:
-        agent = json.load(stream)
+    agent = _read_json(path)
     if not isinstance(agent, dict):
         raise ValueError(f"{path}: not a JSON object of agent settings")
     if agent.get("format_version") != FORMAT_VERSION:
         raise ValueError(f"{path}: format_version {agent.get('format_version')!r}, this version reads {FORMAT_VERSION}")
     check_env_id(agent.get("env_id"), where=path)
+    for name, kind in _AGENT_ENTRY_TYPES.items():
+        if not isinstance(agent.get(name), kind):
+            expected = "an object" if kind is dict else "a list" if kind is list else "a string"
+            raise ValueError(f"{path}: {name} must be {expected}, got {agent.get(name)!r}")
+    check_bool(f"{path}: use_sde", agent.get("use_sde"))
+    check_frame_stack(f"{path}: frame_stack", agent.get("frame_stack"))
+    check_agent_env_kwargs(agent["env_kwargs"], where=path)
+    check_env_wrapper(agent["env_wrapper"], where=path)
     check_normalization(agent.get("normalization"), where=path)
     return folder, agent
+
+
+def _read_json(path: str) -> Any:
+    """The JSON document of ``path``, refused by name beyond :data:`MAX_AGENT_FILE_BYTES` bytes, when truncated or
+    not JSON, and when nested deeper than Python's parser recurses."""
+    with open(path, "rb") as stream:
+        content = stream.read(MAX_AGENT_FILE_BYTES + 1)
+    if len(content) > MAX_AGENT_FILE_BYTES:
+        raise ValueError(f"{path} is larger than {MAX_AGENT_FILE_BYTES} bytes (MAX_AGENT_FILE_BYTES); refused unread")
+    try:
+        return json.loads(content.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path} is not a UTF-8 text file ({error.reason} at byte {error.start})") from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is not valid JSON ({error}); a truncated or damaged file?") from None
+    except RecursionError:
+        raise ValueError(f"{path} nests JSON arrays / objects deeper than Python's parser can read; refused") from None
+
+
+def check_agent_env_kwargs(env_kwargs: Any, *, where: str) -> None:
+    """Check an agent's ``env_kwargs``: keyword arguments (:func:`~sb3_ppo_ext.validation.check_kwargs`) without a
+    ``render_mode``, which the player of the agent chooses (an agent saved with ``render_mode="human"`` would open a
+    window wherever it is loaded).
+
+    :raises ValueError: naming ``where`` and the entry.
+    """
+    check_kwargs(f"{where}: env_kwargs", env_kwargs)
+    if isinstance(env_kwargs, dict) and "render_mode" in env_kwargs:
+        raise ValueError(
+            f"{where}: env_kwargs must not hold render_mode (got {env_kwargs['render_mode']!r}): the player of an agent "
+            "chooses it (load_pretrained's render_mode, the commands' rendering options)"
+        )
+
+
+def check_env_wrapper(env_wrapper: Any, *, where: str) -> None:
+    """Check an agent's ``env_wrapper``: a list of one-key ``{class path: keyword arguments}`` objects, each class an
+    allow-listed gymnasium wrapper (:func:`resolve_wrapper`) and each set of arguments a mapping of argument names.
+
+    :raises ValueError: naming ``where`` and the item.
+    """
+    if not isinstance(env_wrapper, list):
+        raise ValueError(
+            f"{where}: env_wrapper must be a list of {{class path: keyword arguments}} objects, got {env_wrapper!r}"
+        )
+    for item in env_wrapper:
+        if not (isinstance(item, dict) and len(item) == 1):
+            raise ValueError(
+                f"{where}: env_wrapper items must be one-key {{class path: keyword arguments}} objects, got {item!r}"
+            )
+        ((path, kwargs),) = item.items()
+        resolve_wrapper(path, where=where)
+        check_kwargs(f"{where}: env_wrapper {path} arguments", kwargs)
 
 
 def check_normalization(statistics: Any, *, where: str) -> None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import zipfile
+import zlib
+from collections.abc import Mapping
 from typing import Any, cast
 
 import gymnasium as gym
@@ -15,6 +18,7 @@ from stable_baselines3.common.vec_env import VecEnv, VecFrameStack, VecNormalize
 from sb3_ppo_ext.plain_data import policy_kwargs_from_data, same_space, space_from_data
 from sb3_ppo_ext.ppo import PPO
 from sb3_ppo_ext.pretrained.format import AGENT_FILE, CRITIC_PREFIXES, WEIGHTS_FILE, read_agent, resolve_wrapper
+from sb3_ppo_ext.safe_loading import check_finite_tensors, check_zip_sizes, npz_headers
 
 
 def make_pretrained_env(
@@ -83,17 +87,19 @@ def load_pretrained(
     :raises ValueError: for an unknown agent, or when the installed task's spaces differ from the agent's.
     """
     folder, agent = read_agent(env_id_or_folder)
-    agent_file = os.path.join(folder, AGENT_FILE)
+    agent_file, weights_file = os.path.join(folder, AGENT_FILE), os.path.join(folder, WEIGHTS_FILE)
+    # Everything read from the folder is checked before the env and the policy are built.
+    headers = read_weight_headers(weights_file)
+    agent_spaces = {name: space_from_data(agent[name], where=agent_file) for name in ("observation_space", "action_space")}
+    policy_kwargs = policy_kwargs_from_data(agent["policy_kwargs"], where=agent_file)
     env = make_pretrained_env(agent, n_envs=n_envs, seed=seed, render_mode=render_mode)
-    for name in ("observation_space", "action_space"):
-        space = space_from_data(agent[name], where=agent_file)
+    for name, space in agent_spaces.items():
         if not same_space(getattr(env, name), space):
             env.close()
             raise ValueError(
                 f"the {name} of {agent['env_id']} ({getattr(env, name)}) is not the agent's ({space}): the "
                 f"task changed since the agent was trained"
             )
-    policy_kwargs = policy_kwargs_from_data(agent["policy_kwargs"], where=agent_file)
     model = PPO(
         agent["policy"],
         env,
@@ -103,12 +109,61 @@ def load_pretrained(
         batch_size=8 * n_envs,
         device=device,
     )
-    with np.load(os.path.join(folder, WEIGHTS_FILE), allow_pickle=False) as weights:
-        state = {name: th.as_tensor(weights[name]) for name in weights.files}
-    missing, unexpected = model.policy.load_state_dict(state, strict=False)
-    missing = [name for name in missing if not name.startswith(CRITIC_PREFIXES)]
-    if missing or unexpected:
+    try:
+        state = read_policy_weights(weights_file, headers, model.policy.state_dict())
+    except ValueError:
         env.close()
-        raise ValueError(f"{folder}: the weights do not fit the policy (missing {missing}, unexpected {unexpected})")
+        raise
+    model.policy.load_state_dict(state, strict=False)
     model.policy.set_training_mode(False)
     return model, env
+
+
+def read_weight_headers(path: str) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """The shape and dtype of every array of an agent's ``policy.npz``, read from the ``.npy`` headers
+    (:func:`~sb3_ppo_ext.safe_loading.vecnormalize.npz_headers`) once the zip's entries are found within their
+    declared sizes (:func:`~sb3_ppo_ext.safe_loading.zips.check_zip_sizes`): nothing is inflated beyond a header.
+
+    :raises ValueError: naming the file, for a zip bomb or a damaged, truncated or non-zip file.
+    """
+    try:
+        with zipfile.ZipFile(path) as archive:
+            check_zip_sizes(archive, path, nested=())
+            return npz_headers(archive, path)
+    except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as error:
+        raise ValueError(f"{path} is not a readable weights file ({type(error).__name__}: {error})") from None
+
+
+def read_policy_weights(
+    path: str, headers: Mapping[str, tuple[tuple[int, ...], np.dtype]], expected: Mapping[str, th.Tensor]
+) -> dict[str, th.Tensor]:
+    """The actor's weights in an agent's ``policy.npz``, checked before and after they are read.
+
+    Before: on the headers (:func:`read_weight_headers`), each array a parameter of the policy (``expected``) of its
+    shape, in floating point, and every parameter of the actor present (the critic's, left out when shipping, may be
+    missing): nothing larger than the policy built from ``agent.json`` is read. After: every value finite
+    (:func:`~sb3_ppo_ext.safe_loading.models.check_finite_tensors`).
+
+    :param path: the ``policy.npz``.
+    :param headers: its arrays' shapes and dtypes, from :func:`read_weight_headers`.
+    :param expected: the state dict of the policy the weights are for (names and shapes).
+    :raises ValueError: naming the file and the array: unknown, misshapen, missing, unreadable or non-finite.
+    """
+    for name, (shape, dtype) in headers.items():
+        if name not in expected:
+            raise ValueError(f"{path}: its array {name!r} is not a parameter of the policy described by {AGENT_FILE}")
+        wanted = tuple(expected[name].shape)
+        if shape != wanted or dtype.kind != "f":
+            raise ValueError(
+                f"{path}: its array {name!r} is {dtype}{shape}, the policy's parameter is a float array of shape {wanted}"
+            )
+    missing = [name for name in expected if name not in headers and not name.startswith(CRITIC_PREFIXES)]
+    if missing:
+        raise ValueError(f"{path} lacks the policy's parameters {missing}")
+    try:
+        with np.load(path, allow_pickle=False) as weights:
+            state = {name: th.as_tensor(weights[name]) for name in headers}
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error) as error:
+        raise ValueError(f"{path} is not a readable weights file ({type(error).__name__}: {error})") from None
+    check_finite_tensors(state, where=path)
+    return state

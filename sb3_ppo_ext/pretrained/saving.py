@@ -19,10 +19,12 @@ from sb3_ppo_ext.pretrained.format import (
     CRITIC_PREFIXES,
     FORMAT_VERSION,
     WEIGHTS_FILE,
+    check_agent_env_kwargs,
     read_agent,
     resolve_wrapper,
     wrapper_list,
 )
+from sb3_ppo_ext.validation import check_frame_stack
 
 
 def _policy_alias(model: Any) -> str:
@@ -66,14 +68,18 @@ def save_pretrained(
     :param env_id: the registered id of the task it plays.
     :param vec_normalize: the training ``VecNormalize`` (default: the model env's one, if any); only its observation
         statistics are kept (reward normalisation does not change actions).
-    :param env_kwargs: keyword arguments of ``gym.make``.
+    :param env_kwargs: keyword arguments of ``gym.make`` (no ``render_mode``: the player of the agent chooses it).
     :param env_wrapper: rl-zoo3's ``env_wrapper`` value of the config (allow-listed class paths).
-    :param frame_stack: rl-zoo3's ``frame_stack`` value, if the run stacked frames.
+    :param frame_stack: rl-zoo3's ``frame_stack`` value, if the run stacked frames (at most
+        :data:`~sb3_ppo_ext.validation.MAX_FRAME_STACK`).
     :param hyperparams: the config the agent was trained with (kept for provenance, as JSON).
     :param provenance: seed, steps, score, wall clock, command... (kept as JSON).
     :returns: ``destination``.
     """
     gym.spec(env_id)  # raises for an unknown id
+    agent_file = os.path.join(destination, AGENT_FILE)
+    check_agent_env_kwargs(env_kwargs or {}, where=agent_file)
+    check_frame_stack(f"{agent_file}: frame_stack", frame_stack)
     if vec_normalize is None and model.get_env() is not None:
         vec_normalize = unwrap_vec_normalize(model.get_env())
     normalization = None
@@ -88,7 +94,7 @@ def save_pretrained(
         }
     wrappers = wrapper_list(env_wrapper)
     for item in wrappers:
-        resolve_wrapper(next(iter(item)))
+        resolve_wrapper(next(iter(item)), where=agent_file)
     weights = {
         name: tensor.detach().cpu().to(th.float32).numpy() if tensor.is_floating_point() else tensor.cpu().numpy()
         for name, tensor in model.policy.state_dict().items()
@@ -114,7 +120,7 @@ def save_pretrained(
     # (has agent.json) only once its weights are there.
     with atomic_write(os.path.join(destination, WEIGHTS_FILE)) as stream:
         np.savez_compressed(stream, **weights)
-    with atomic_write(os.path.join(destination, AGENT_FILE), "w") as stream:
+    with atomic_write(agent_file, "w") as stream:
         json.dump(agent, stream, indent=1)
         stream.write("\n")
     return destination

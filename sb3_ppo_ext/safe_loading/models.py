@@ -582,15 +582,35 @@ def load_without_pickles(
         action_spaces=_env_spaces(spaces_of, "action_space"),
         source=source if isinstance(source, str) else "the model file",
     )
+    what = source if isinstance(source, str) else "the model file"
     try:
         # SB3 annotates the path as str | Path | BufferedIOBase; it reads any binary file (IO[bytes]).
-        return algorithm.load(source, env=env, device=device, custom_objects={**objects, **given}, **kwargs)  # type: ignore[arg-type]
+        model = algorithm.load(source, env=env, device=device, custom_objects={**objects, **given}, **kwargs)  # type: ignore[arg-type]
     except pickle.UnpicklingError:
         # torch.load(weights_only=True) met a Python object in a weights file (policy.pth, the optimizer's state):
         # what runs code when unpickled. torch's own message recommends weights_only=False; ours names the file.
-        what = source if isinstance(source, str) else "the model file"
         raise PickleRefusedError(
             f"{what}: a weights file inside (policy.pth or an optimizer's .pth) holds Python objects that only "
             f"unpickling could build, and unpickling can run code: refused; load it with {TRUST_PICKLES_OPTION} "
             f"(or PPO.load) only if you trust the file"
         ) from None
+    check_finite_tensors(model.policy.state_dict(), where=f"{what} (policy.pth)")
+    return model
+
+
+def check_finite_tensors(tensors: Mapping[str, Any], *, where: str) -> None:
+    """Raise ``ValueError`` naming the first tensor (or array) of ``tensors`` holding a NaN or an infinity: weights
+    loaded from a file a user downloaded must be finite (a policy with an infinite weight acts with NaN, or fails
+    at its first action).
+
+    :param tensors: the tensors or arrays by name (a ``state_dict``, the arrays of an ``.npz``).
+    :param where: the file they were read from, used in the message.
+    """
+    for name, tensor in tensors.items():
+        values = th.as_tensor(tensor)
+        if values.is_floating_point() and not bool(th.isfinite(values).all()):
+            bad = int((~th.isfinite(values)).sum())
+            raise ValueError(
+                f"{where}: the tensor {name!r} holds {bad} non-finite value(s) (NaN or inf) among {values.numel()}; "
+                "weights must be finite, refused"
+            )

@@ -224,9 +224,17 @@ def check_statistics_arrays(
             )
 
 
-def _read_rms(arrays: Any, prefix: str) -> RunningMeanStd:
-    """The running statistics ``prefix`` of an open statistics file, checked by :func:`check_statistics_arrays`."""
+def _read_rms(arrays: Any, prefix: str, where: str) -> RunningMeanStd:
+    """The running statistics ``prefix`` of an open statistics file, checked by :func:`check_statistics_arrays`;
+    refused (``ValueError`` naming the array) unless every value is finite, ``var >= 0`` and ``count > 0``."""
     mean, var, count = (np.asarray(arrays[f"{prefix}.{name}"]) for name in ("mean", "var", "count"))
+    for name, values in (("mean", mean), ("var", var), ("count", count)):
+        if not np.isfinite(values).all():
+            raise ValueError(f"{where}: the array {prefix}.{name!s} holds a non-finite value (NaN or inf); refused")
+    if (var < 0).any():
+        raise ValueError(f"{where}: the array {prefix}.var must be >= 0, got {float(var.min())!r}")
+    if not count > 0:
+        raise ValueError(f"{where}: the array {prefix}.count must be > 0, got {float(count)!r}")
     rms = RunningMeanStd(shape=mean.shape)
     rms.mean, rms.var, rms.count = mean.copy(), var.copy(), float(count)
     return rms
@@ -286,12 +294,12 @@ def read_vecnormalize_statistics(path: str, observation_space: spaces.Space | No
                 version = settings.get("format_version") if isinstance(settings, dict) else None
                 raise ValueError(f"{twin}: format_version {version!r}, this version reads {STATISTICS_FORMAT_VERSION}")
             check_statistics_arrays(headers, settings, where=twin, observation_space=observation_space)
-            ret_rms = _read_rms(arrays, "ret")
+            ret_rms = _read_rms(arrays, "ret", twin)
             obs_rms: RunningMeanStd | dict[str, RunningMeanStd] | None = None
             if settings.get("obs_keys") is not None:
-                obs_rms = {key: _read_rms(arrays, f"obs.{index}") for index, key in enumerate(settings["obs_keys"])}
+                obs_rms = {key: _read_rms(arrays, f"obs.{index}", twin) for index, key in enumerate(settings["obs_keys"])}
             elif settings.get("norm_obs"):
-                obs_rms = _read_rms(arrays, "obs")
+                obs_rms = _read_rms(arrays, "obs", twin)
     except (OSError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as error:
         raise ValueError(f"{twin} is not a VecNormalize statistics file ({error})") from None
     check_statistics_settings(settings, where=twin)

@@ -9,6 +9,7 @@ import inspect
 import os
 import re
 import shutil
+import signal
 import sys
 import threading
 import warnings
@@ -19,6 +20,7 @@ from pathlib import Path
 from pprint import pprint
 from typing import Any, cast
 
+import gymnasium as gym
 import yaml
 from rl_zoo3 import exp_manager, hyperparams_opt
 from rl_zoo3.callbacks import SaveVecNormalizeCallback
@@ -42,6 +44,7 @@ from sb3_ppo_ext.safe_loading import (
     statistics_saved,
 )
 from sb3_ppo_ext.shared_memory_vec_env import EnvWorkerError, SharedMemoryVecEnv
+from sb3_ppo_ext.validation import HyperparameterError
 from sb3_ppo_ext.zoo.hyperparams import (
     check_block_keys,
     check_block_values,
@@ -67,6 +70,54 @@ from sb3_ppo_ext.zoo.sampler import convert_ppo_ext_params, sample_ppo_ext_param
 
 #: Name of our PPO in rl-zoo3's registry (``--algo ppo_ext``, run folders ``logs/ppo_ext/...``).
 ALGORITHM_NAME = "ppo_ext"
+#: Exit status of ``train`` stopped by SIGTERM (the shell's convention: 128 + the signal's number).
+SIGTERM_EXIT_STATUS = 128 + signal.SIGTERM
+#: Exit status of ``train`` stopped by a failed env worker.
+WORKER_FAILURE_EXIT_STATUS = 1
+
+
+class TrainingStopped(Exception):
+    """Training stopped before its budget, by SIGTERM or by an env (worker) that failed; the model and its
+    ``VecNormalize`` statistics were saved to the run folder first, when it had trained, so that ``train --resume``
+    continues from them. The command line prints the message in one line and exits with :attr:`exit_status`.
+
+    :param message: what stopped training, and what was saved where.
+    :param exit_status: the command's exit status (:data:`SIGTERM_EXIT_STATUS`, :data:`WORKER_FAILURE_EXIT_STATUS`).
+    """
+
+    def __init__(self, message: str, exit_status: int) -> None:
+        super().__init__(message)
+        self.exit_status = exit_status
+
+
+class TerminationRequested(KeyboardInterrupt):
+    """SIGTERM (a cluster scheduler, ``docker stop``, a grid being stopped) raised while a model learns, as Ctrl-C
+    raises ``KeyboardInterrupt``: training stops and the model is saved as after Ctrl-C."""
+
+
+@contextmanager
+def sigterm_stops_training(on_signal: Callable[[], None]) -> Iterator[None]:
+    """While the block runs, SIGTERM calls ``on_signal`` and raises :class:`TerminationRequested` in the main thread;
+    a second SIGTERM ends the process at once (the signal's default). Off the main thread, nothing changes (Python
+    runs signal handlers in the main thread only).
+
+    :param on_signal: called first, to record that training was stopped by the signal.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def stop(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        on_signal()
+        raise TerminationRequested("SIGTERM")
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def default_config_path() -> str:
@@ -268,6 +319,14 @@ def vec_env_settings(
     return vec_env_class, kwargs
 
 
+def shared_memory_vec_env(env_fns: Sequence[Callable[[], Any]], **kwargs: Any) -> SharedMemoryVecEnv:
+    """``SharedMemoryVecEnv(env_fns, **kwargs)``, its refusal of a setting named as one of ``--vec-env-kwargs``."""
+    try:
+        return SharedMemoryVecEnv(env_fns, **kwargs)
+    except HyperparameterError as error:
+        raise HyperparameterError(f"--vec-env-kwargs: {error}") from None
+
+
 #: Held while :meth:`SafeExperimentManager.create_envs` builds envs: it sets rl-zoo3's VecEnv class for one build, and
 #: ``optimize --n-jobs`` builds envs in several threads. A module's lock, not the manager's: rl-zoo3 pickles the
 #: manager for ARS's asynchronous evaluation.
@@ -344,6 +403,11 @@ class SafeExperimentManager(ExperimentManager):
         #: Whether this command creates its run folder (a new run): then a failure before the first training step
         #: removes it again (:meth:`remove_unstarted_run`).
         self.creates_run_folder = self.resume_folder is None and not os.path.exists(self.save_path)
+        #: What stopped training before its budget (SIGTERM or the failure of an env worker), once it did, and the
+        #: command's exit status for it: the model is then saved as after Ctrl-C and :meth:`save_trained_model`
+        #: raises :class:`TrainingStopped`.
+        self.stopped_by: str | None = None
+        self.stopped_exit_status = 0
 
     def remove_unstarted_run(self) -> None:
         """Remove the run folder this command created, when it holds nothing but what set-up wrote there
@@ -470,6 +534,7 @@ class SafeExperimentManager(ExperimentManager):
         (:class:`~sb3_ppo_ext.zoo.resume.ContinuedMonitor`) instead of starting them again. The ``--vec-env`` type
         that steps the training envs, with its keyword arguments, is set in ``args`` (saved as ``args.yml`` once they
         are built)."""
+        self.check_env_kwargs(self.eval_env_kwargs if eval_env else self.env_kwargs, eval_env=eval_env)
         builder, kwargs = self.vec_env_builder(n_envs, eval_env=eval_env)
         continuing = self.resume_point is not None and not eval_env and not no_log
         with (
@@ -485,6 +550,28 @@ class SafeExperimentManager(ExperimentManager):
                 self.args.vec_env_kwargs = None
         return env
 
+    def check_env_kwargs(self, env_kwargs: dict[str, Any], *, eval_env: bool) -> None:
+        """Make one env of the task with ``env_kwargs`` (once per distinct set) before the VecEnv builds them: a
+        keyword the task does not take (``TypeError``) or a value it refuses (``ValueError``) is then a one-line error
+        naming the option, rather than a traceback from inside a worker process.
+
+        :raises ValueError: naming ``--env-kwargs`` (or ``--eval-env-kwargs``) and the config's ``env_kwargs``.
+        """
+        if not env_kwargs:
+            return
+        checked = getattr(self, "_checked_env_kwargs", [])
+        if env_kwargs in checked:
+            return
+        option = "--eval-env-kwargs" if eval_env and self._eval_env_kwargs_args is not None else "--env-kwargs"
+        try:
+            gym.make(self.env_name.gym_id, **env_kwargs).close()
+        except (TypeError, ValueError) as error:
+            raise ValueError(
+                f"{option} (or the config's env_kwargs) {env_kwargs}: {self.env_name.gym_id} refuses them "
+                f"({type(error).__name__}: {one_line_of(error)})"
+            ) from None
+        self._checked_env_kwargs = [*checked, dict(env_kwargs)]
+
     def vec_env_builder(self, n_envs: int, *, eval_env: bool) -> tuple[Callable[..., VecEnv], dict[str, Any]]:
         """The class (or function) that builds ``n_envs`` envs, and its keyword arguments: those of ``--vec-env``
         (:func:`vec_env_settings`). With ``shared``, DummyVecEnv builds the evaluation envs, a single env (a worker
@@ -497,7 +584,7 @@ class SafeExperimentManager(ExperimentManager):
             return DummyVecEnv, {}
         if self.vec_env_falls_back:
             return self.shared_memory_vec_env_or_dummy, self.vec_env_kwargs
-        return SharedMemoryVecEnv, self.vec_env_kwargs
+        return shared_memory_vec_env, self.vec_env_kwargs
 
     def shared_memory_vec_env_or_dummy(self, env_fns: Sequence[Callable[[], Any]], **kwargs: Any) -> VecEnv:
         """A :class:`~sb3_ppo_ext.shared_memory_vec_env.SharedMemoryVecEnv` of ``env_fns``, or, when it cannot start
@@ -509,7 +596,7 @@ class SafeExperimentManager(ExperimentManager):
         :param kwargs: the keyword arguments of SharedMemoryVecEnv (``--vec-env-kwargs``; DummyVecEnv takes none).
         """
         try:
-            return SharedMemoryVecEnv(env_fns, **kwargs)
+            return shared_memory_vec_env(env_fns, **kwargs)
         except (OSError, RuntimeError) as error:
             if isinstance(error, EnvWorkerError) and error.env_index is not None:
                 raise
@@ -523,6 +610,28 @@ class SafeExperimentManager(ExperimentManager):
         return DummyVecEnv(list(env_fns))
 
     def learn(self, model: BaseAlgorithm) -> None:
+        """rl-zoo3's training (:meth:`_learn`), which SIGTERM or a failed env worker stop without losing the run: as
+        after Ctrl-C, learning ends, the envs are closed and the model trained so far is saved with its statistics
+        (rl-zoo3 then calls :meth:`save_trained_model`, which says what stopped training). A worker failure before
+        the first step stops the command at once (nothing trained, nothing to save)."""
+
+        def stopped_by_sigterm() -> None:
+            self.stopped_by = f"training was stopped by SIGTERM at {model.num_timesteps} steps"
+            self.stopped_exit_status = SIGTERM_EXIT_STATUS
+
+        with sigterm_stops_training(stopped_by_sigterm):
+            try:
+                self._learn(model)
+            except EnvWorkerError as error:
+                what = str(error).splitlines()[0]
+                if model.num_timesteps == 0:
+                    raise TrainingStopped(
+                        f"{what}; training stopped before its first step, nothing to save", WORKER_FAILURE_EXIT_STATUS
+                    ) from error
+                self.stopped_by = f"{what}; training stopped at {model.num_timesteps} steps"
+                self.stopped_exit_status = WORKER_FAILURE_EXIT_STATUS
+
+    def _learn(self, model: BaseAlgorithm) -> None:
         """rl-zoo3's training; a resumed run continues its step count, schedules and evaluation history up to the
         total budget (``-n``, else the config's ``n_timesteps``), as :mod:`~sb3_ppo_ext.zoo.resume` describes."""
         if self.resume_point is None:
@@ -653,11 +762,21 @@ class SafeExperimentManager(ExperimentManager):
 
     def save_trained_model(self, model: BaseAlgorithm) -> None:
         """rl-zoo3's saving of the final model (and ``vecnormalize.pkl``), plus the statistics' plain-data twin
-        ``vecnormalize.npz`` beside the pickle."""
+        ``vecnormalize.npz`` beside the pickle.
+
+        :raises TrainingStopped: once saved, when SIGTERM or a failed env worker stopped training (:meth:`learn`).
+        """
         super().save_trained_model(model)
         vec_normalize = model.get_vec_normalize_env()
         if self.normalize and vec_normalize is not None:
             save_vecnormalize_statistics(vec_normalize, os.path.join(self.params_path, "vecnormalize.npz"))
+        if self.stopped_by is not None:
+            statistics = " and its VecNormalize statistics" if self.normalize and vec_normalize is not None else ""
+            raise TrainingStopped(
+                f"{self.stopped_by}; the model{statistics} were saved to {self.save_path}; continue with: "
+                f"sb3-ppo-ext train --resume {self.save_path}",
+                self.stopped_exit_status,
+            )
 
     def hyperparameters_optimization(self) -> None:
         """rl-zoo3's search, with the settings given by ``--hyperparams`` kept fixed rather than sampled."""
@@ -699,6 +818,11 @@ class SafeExperimentManager(ExperimentManager):
             yaml.safe_dump(to_plain_yaml({key: arguments[key] for key in sorted(arguments)}), file)
         (Path(self.params_path) / "command.txt").write_text(command)
         print(f"Log path: {self.save_path}")
+
+
+def one_line_of(error: BaseException) -> str:
+    """The first line of ``error``'s message (gymnasium adds the creator's arguments after it)."""
+    return next(iter(str(error).splitlines()), "")
 
 
 def to_plain_yaml(value: Any) -> Any:

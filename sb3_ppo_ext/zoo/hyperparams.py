@@ -18,7 +18,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from rl_zoo3.utils import SimpleLinearSchedule
@@ -29,6 +29,7 @@ from sb3_ppo_ext.validation import (
     MAX_N_EPOCHS,
     MAX_ROLLOUT_TRANSITIONS,
     check_env_id,
+    check_frame_stack,
     check_int,
     check_kwargs,
     check_number,
@@ -100,9 +101,6 @@ _NUMBER_KEYS_OF_ANY_ALGORITHM = frozenset(SCHEDULE_KEYS + OWN_SCHEDULE_KEYS + ZO
 MAX_N_ENVS = 4096
 #: Largest replay buffer, ``buffer_size`` (rl-zoo3's own configs use at most 1,000,000).
 MAX_BUFFER_SIZE = 10_000_000
-#: Most frames stacked by ``frame_stack`` (rl-zoo3's configs stack 2 or 4; the stack multiplies the memory of every
-#: observation kept, so 10**9 frames would fill the memory at once).
-MAX_FRAME_STACK = 256
 #: Largest training budget, ``n_timesteps``.
 MAX_N_TIMESTEPS = 10**12
 #: Keys whose value, when set, must be a mapping (``None`` leaves rl-zoo3's default).
@@ -177,12 +175,13 @@ def check_block_values(block: Mapping[str, Any], *, where: str) -> None:
     ``n_envs`` (<= :data:`MAX_N_ENVS`), ``n_timesteps`` (<= :data:`MAX_N_TIMESTEPS`), ``n_steps`` with
     ``n_steps * n_envs`` and ``batch_size`` (<= :data:`MAX_ROLLOUT_TRANSITIONS`), ``buffer_size``
     (<= :data:`MAX_BUFFER_SIZE`), ``n_epochs`` (<= :data:`~sb3_ppo_ext.validation.MAX_N_EPOCHS`) and ``frame_stack``
-    (<= :data:`MAX_FRAME_STACK`) must be numbers of those sizes (an integral float such as ``1e6`` counts as an
-    integer); the :data:`MAPPING_KEYS` mappings; ``normalize`` a boolean or a mapping of ``VecNormalize`` arguments
-    of their types (:func:`~sb3_ppo_ext.validation.check_vecnormalize_kwargs`); ``policy_kwargs`` the types of SB3's
-    policy arguments, with ``net_arch`` and ``lstm_hidden_size`` within the layer limits
-    (:func:`~sb3_ppo_ext.validation.check_policy_kwargs`). Run it on the block after
-    :func:`preprocess_block`, which turns expression strings into values.
+    (<= :data:`~sb3_ppo_ext.validation.MAX_FRAME_STACK`, the bound of an agent's ``agent.json`` too) must be numbers
+    of those sizes (an integral float such as ``1e6`` counts as an integer); the :data:`MAPPING_KEYS` mappings;
+    ``normalize`` a boolean or a mapping of ``VecNormalize`` arguments of their types
+    (:func:`~sb3_ppo_ext.validation.check_vecnormalize_kwargs`); ``policy_kwargs`` the types of SB3's policy
+    arguments, with ``net_arch`` and ``lstm_hidden_size`` within the layer limits
+    (:func:`~sb3_ppo_ext.validation.check_policy_kwargs`). Run it on the block after :func:`preprocess_block`, which
+    turns expression strings into values.
 
     :param block: one config block, after merges, command-line overrides and :func:`preprocess_block`.
     :param where: where the block comes from, used in the messages.
@@ -204,11 +203,10 @@ def check_block_values(block: Mapping[str, Any], *, where: str) -> None:
         ("batch_size", MAX_ROLLOUT_TRANSITIONS, "MAX_ROLLOUT_TRANSITIONS"),
         ("buffer_size", MAX_BUFFER_SIZE, "MAX_BUFFER_SIZE"),
         ("n_epochs", MAX_N_EPOCHS, "MAX_N_EPOCHS"),
-        ("frame_stack", MAX_FRAME_STACK, "MAX_FRAME_STACK"),
     ):
-        unset = name == "frame_stack" and block.get(name) is None  # rl-zoo3: no stacking
-        if name in block and not unset and _checked(check_int, name, block[name], minimum=1, where=where) > maximum:
+        if name in block and _checked(check_int, name, block[name], minimum=1, where=where) > maximum:
             raise ValueError(f"{name} must be <= {maximum} ({limit}), got {block[name]!r} (in {where})")
+    _checked(check_frame_stack, "frame_stack", block.get("frame_stack"), where=where)  # None: rl-zoo3 stacks nothing
     for name in MAPPING_KEYS:
         if block.get(name) is not None and not isinstance(block[name], dict):
             raise ValueError(f"{name} must be a mapping (or a dict(...) string), got {block[name]!r} (in {where})")
@@ -291,11 +289,26 @@ def as_schedule(value: Any) -> Any:
     return value
 
 
+#: The positional arguments rl-zoo3 passes to each class of a class-path key before its keyword arguments: the env
+#: to a wrapper, the VecEnv to a VecEnv wrapper, nothing to a callback.
+CLASS_PATH_POSITIONALS: Mapping[str, tuple[str, ...]] = {
+    "callback": (),
+    "env_wrapper": ("env",),
+    "vec_env_wrapper": ("venv",),
+}
+
+
 def check_class_paths(key: str, value: Any) -> None:
-    """Check that every class named under ``key`` (a path, a list of paths, ``{path: kwargs}`` items) is allow-listed."""
+    """Check the classes named under ``key`` (a path, a list of paths, ``{path: kwargs}`` items) before rl-zoo3 builds
+    them: each allow-listed, its keyword arguments a mapping of argument names holding plain values (not classes or
+    functions), which the class takes (matched against its signature, with what rl-zoo3 passes first,
+    :data:`CLASS_PATH_POSITIONALS`: a missing required argument or an unknown one is named here)."""
     if value is None:
         return
+    if not isinstance(value, (str, list, dict)):
+        raise ValueError(f"{key} must be a class path, a {{path: kwargs}} mapping or a list of them, got {value!r}")
     for item in value if isinstance(value, list) else [value]:
+        kwargs: Any = None
         if isinstance(item, dict):
             if len(item) != 1:
                 raise ValueError(f"{key}: each item must be a class path or a one-key mapping {{path: kwargs}}, got {item!r}")
@@ -309,6 +322,26 @@ def check_class_paths(key: str, value: Any) -> None:
                 f"{key}: {path!r} is not an allow-listed class import path (our callbacks and wrappers, SB3 / rl-zoo3 / "
                 f"gymnasium callbacks and wrappers); see sb3_ppo_ext.allow_list.allowed_names()"
             )
+        _check_class_arguments(key, path, dict(kwargs or {}))
+
+
+def _check_class_arguments(key: str, path: str, kwargs: dict[str, Any]) -> None:
+    """Check ``kwargs`` against the signature of the allow-listed class ``path`` named under ``key``."""
+    check_kwargs(f"{key}: the arguments of {path}", kwargs)
+    for name, argument in kwargs.items():
+        if callable(argument):
+            raise ValueError(
+                f"{key}: the argument {name} of {path} must be a plain value (a number, a string, a list...), got {argument!r}"
+            )
+    positionals = CLASS_PATH_POSITIONALS.get(key, ())
+    try:
+        signature = inspect.signature(cast(type, resolve_name(path)))  # allow-listed: a class
+    except (TypeError, ValueError):
+        return  # a class whose signature Python cannot read: rl-zoo3 reports what it refuses
+    try:
+        signature.bind(*positionals, **kwargs)
+    except TypeError as error:
+        raise ValueError(f"{key}: {path} cannot be built with the arguments {kwargs}: {error}") from None
 
 
 #: Arguments of ``policy_kwargs`` that take a class, which a run's ``config.yml`` saves as its import path

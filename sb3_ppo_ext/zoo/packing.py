@@ -16,6 +16,7 @@ import numpy as np
 from rl_zoo3.utils import ALGOS
 
 from sb3_ppo_ext.callbacks.checkpoint import list_checkpoints, model_checkpoint_path
+from sb3_ppo_ext.pretrained.format import AGENT_FILE, check_agent_env_kwargs
 from sb3_ppo_ext.pretrained.saving import save_pretrained
 from sb3_ppo_ext.zoo.experiment import register_algorithm
 from sb3_ppo_ext.zoo.hyperparams import check_run_folder
@@ -107,6 +108,7 @@ def save_pretrained_from_run(
     if env_kwargs:
         facts["training_env_kwargs"] = dict(played_env_kwargs or {})
         played_env_kwargs = {**(played_env_kwargs or {}), **env_kwargs}
+        check_agent_env_kwargs(played_env_kwargs, where=os.path.join(destination, AGENT_FILE))  # before a window opens
         try:  # a typo must not replace an agent folder (the package's own, by default) with one that cannot play
             gym.make(run_args["env"], **played_env_kwargs).close()
         except TypeError as error:

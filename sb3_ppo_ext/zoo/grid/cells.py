@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-import yaml
+from sb3_ppo_ext.validation import check_int, check_kwargs
+from sb3_ppo_ext.zoo.hyperparams import MAX_N_TIMESTEPS
+from sb3_ppo_ext.zoo.safe_yaml import load_yaml_file
 
 #: The keys a task's entry may hold (``defaults`` may hold all but ``seeds`` and ``variants``).
 CELL_KEYS = {"seeds", "variants", "n_timesteps", "eval_freq", "eval_episodes", "env_kwargs", "save_freq"}
@@ -23,6 +26,36 @@ FINAL_EVAL_FILE = "final_eval.json"
 #: The VecEnv of every cell, new or resumed: the grid runs one cell per core (``--num-threads 1``), so a cell's envs
 #: step in its own process rather than in worker processes of the task's preferred VecEnv.
 CELL_VEC_ENV: tuple[str, ...] = ("--vec-env", "dummy")
+#: What a variant's name and a task's folder name (its id, ``/`` written as ``-``) may be: they become folders under
+#: the grid's root, so no ``/``, no ``..``, no leading ``.`` or ``-`` (which ``train`` would read as an option).
+PATH_COMPONENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=-]{0,99}")
+#: Largest seed (numpy's seeds are 32-bit).
+MAX_SEED = 2**32 - 1
+
+
+def check_path_component(what: str, name: Any) -> str:
+    """Check that ``name`` may become one folder name under the grid's root (:data:`PATH_COMPONENT`) and return it.
+
+    :param what: what the name is and where it was read, used in the message.
+    :raises ValueError: naming ``what``, the name and the rule.
+    """
+    if not isinstance(name, str) or not PATH_COMPONENT.fullmatch(name):
+        raise ValueError(
+            f"{what} {name!r} cannot name a folder under the grid's root: up to 100 letters, digits and _ . + = -, "
+            "not starting with . or -"
+        )
+    return name
+
+
+def inside_root(root: str, path: str) -> str:
+    """``path``, after checking that it lies under ``root`` once every symbolic link is resolved.
+
+    :raises ValueError: for a path that leads outside ``root``.
+    """
+    real_root, real_path = os.path.realpath(root), os.path.realpath(path)
+    if os.path.commonpath([real_root, real_path]) != real_root:
+        raise ValueError(f"{path} leads outside the grid's root {root} (to {real_path}); refused")
+    return path
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,8 +88,14 @@ class Cell:
     trained_agent: str | None = None
 
     def folder(self, root: str) -> str:
-        """``<root>/<task>/<variant>/seed_<S>``, the task id's ``/`` written as ``-`` (as rl-zoo3 does)."""
-        return os.path.join(root, self.task.replace("/", "-"), self.variant, f"seed_{self.seed}")
+        """``<root>/<task>/<variant>/seed_<S>``, the task id's ``/`` written as ``-`` (as rl-zoo3 does).
+
+        :raises ValueError: when a name is not a folder name (:func:`check_path_component`) or the folder leads
+            outside ``root`` through a symbolic link (:func:`inside_root`).
+        """
+        task_folder = check_path_component("the task", self.task.replace("/", "-"))
+        variant_folder = check_path_component("the variant", self.variant)
+        return inside_root(root, os.path.join(root, task_folder, variant_folder, f"seed_{self.seed}"))
 
     def train_argv(self, folder: str) -> list[str]:
         """The ``sb3-ppo-ext train`` arguments of this cell."""
@@ -108,37 +147,79 @@ def _check_keys(where: str, given: Iterable[str], allowed: set[str]) -> None:
         raise ValueError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
 
 
+def _mapping(where: str, value: Any) -> Mapping[str, Any]:
+    """``value`` (``None``: empty) after checking that it is a mapping."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{where} must be a mapping, got {value!r}")
+    return value
+
+
+def _seeds(where: str, seeds: Any) -> list[int]:
+    """A task's ``seeds``: a list of integers from 0 to :data:`MAX_SEED` (not booleans)."""
+    if not isinstance(seeds, list) or not seeds:
+        raise ValueError(f"{where}: seeds must be a non-empty list of non-negative integers, got {seeds!r}")
+    for seed in seeds:
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+            raise ValueError(
+                f"{where}: seeds must be a list of non-negative integers (at most {MAX_SEED}), got {seed!r} in {seeds!r}"
+            )
+    return seeds
+
+
 def load_grid(path: str, relative_to: str | None = None) -> list[Cell]:
     """The cells of a grid file, in file order (task, then variant, then seed).
+
+    The file is read within the limits of :mod:`~sb3_ppo_ext.zoo.safe_yaml` (size, nesting, alias expansion; no
+    Python tags). Task and variant names must be folder names (:func:`check_path_component`), hyperparameter keys
+    argument names, seeds integers from 0 to :data:`MAX_SEED`, the budgets and frequencies positive integers.
 
     :param path: the grid file (YAML).
     :param relative_to: the folder that relative ``conf`` and ``trained_agent`` paths start from (default: the
         current directory).
-    :raises ValueError: naming the task or variant whose entry is malformed.
+    :raises ValueError: naming the file, and the task or variant whose entry is malformed.
     """
-    with open(path, encoding="utf-8") as stream:
-        spec = yaml.safe_load(stream)
+    spec = load_yaml_file(path)
     if not isinstance(spec, dict) or not isinstance(spec.get("tasks"), dict) or not spec["tasks"]:
         raise ValueError(f"{path}: a grid file needs a non-empty 'tasks' mapping")
     _check_keys(path, spec, {"defaults", "variants", "tasks"})
-    defaults = spec.get("defaults") or {}
+    defaults = _mapping(f"{path}: defaults", spec.get("defaults"))
     _check_keys(f"{path}: defaults", defaults, CELL_KEYS - {"seeds", "variants"})
-    variants = spec.get("variants") or {"ppo_ext": {}}
+    variants = _mapping(f"{path}: variants", spec.get("variants")) or {"ppo_ext": {}}
     for name, variant in variants.items():
-        _check_keys(f"{path}: variant {name!r}", variant or {}, VARIANT_KEYS)
+        check_path_component(f"{path}: the variant", name)
+        _check_keys(f"{path}: variant {name!r}", _mapping(f"{path}: variant {name!r}", variant), VARIANT_KEYS)
     base = os.path.abspath(relative_to if relative_to is not None else os.curdir)
     cells = []
-    for task, entry in spec["tasks"].items():
-        entry = {**defaults, **(entry or {})}
+    for task, task_entry in spec["tasks"].items():
+        if not isinstance(task, str):
+            raise ValueError(f"{path}: task names must be env id strings, got {task!r}")
+        check_path_component(f"{path}: the task", task.replace("/", "-"))
+        entry = {**defaults, **_mapping(f"{path}: task {task!r}", task_entry)}
         _check_keys(f"{path}: task {task!r}", entry, CELL_KEYS)
-        seeds = entry.get("seeds", [0])
-        if not isinstance(seeds, list) or not all(isinstance(seed, int) and seed >= 0 for seed in seeds):
-            raise ValueError(f"{path}: task {task!r}: seeds must be a list of non-negative integers, got {seeds!r}")
-        for name in entry.get("variants", list(variants)):
+        seeds = _seeds(f"{path}: task {task!r}", entry.get("seeds", [0]))
+        named = entry.get("variants", list(variants))
+        if not isinstance(named, list):
+            raise ValueError(f"{path}: task {task!r}: variants must be a list of variant names, got {named!r}")
+        for name in named:
             if name not in variants:
                 raise ValueError(f"{path}: task {task!r} names variant {name!r}, not one of {sorted(variants)}")
             cells += _variant_cells(path, task, entry, seeds, name, variants[name] or {}, base)
     return cells
+
+
+def _count(where: str, name: str, value: Any, maximum: int | None = None) -> int:
+    """A grid entry's budget or frequency: a positive integer (``1e6`` counts, as in zoo configs)."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            pass  # refused by the check that follows
+    try:
+        return check_int(name, value, minimum=1, maximum=maximum)
+    except ValueError as error:
+        raise ValueError(f"{where}: {error}") from None
 
 
 def _variant_cells(
@@ -154,6 +235,10 @@ def _variant_cells(
     :param variant: the variant's entry.
     :param base: the folder relative paths start from.
     """
+    where = f"{path}: variant {name!r}"
+    for key in ("algo", "conf", "trained_agent"):
+        if variant.get(key) is not None and not isinstance(variant[key], str):
+            raise ValueError(f"{where}: {key} must be a string, got {variant[key]!r}")
     conf = variant.get("conf")
     if conf is not None and not os.path.isabs(conf):
         conf = os.path.join(base, conf)
@@ -161,12 +246,18 @@ def _variant_cells(
     if trained_agent is not None:
         trained_agent = os.path.join(base, os.path.expanduser(str(trained_agent)))
         if not trained_agent.endswith(".zip"):
-            raise ValueError(f"{path}: variant {name!r}: trained_agent must be a model .zip, got {variant['trained_agent']!r}")
-    hyperparams = dict(variant.get("hyperparams") or {})
+            raise ValueError(f"{where}: trained_agent must be a model .zip, got {variant['trained_agent']!r}")
+    hyperparams = dict(_mapping(f"{where}: hyperparams", variant.get("hyperparams")))
     if "env_kwargs" in entry:
         hyperparams["env_kwargs"] = entry["env_kwargs"]
+    check_kwargs(f"{where}: hyperparams", hyperparams)  # keys become `train --hyperparams key:value` items
+    where = f"{path}: task {task!r}"
     n_timesteps = entry.get("n_timesteps")
+    n_timesteps = None if n_timesteps is None else _count(where, "n_timesteps", n_timesteps, MAX_N_TIMESTEPS)
     save_freq = entry.get("save_freq")
+    save_freq = None if save_freq is None else _count(where, "save_freq", save_freq)
+    eval_freq = _count(where, "eval_freq", entry.get("eval_freq", 50_000))
+    eval_episodes = _count(where, "eval_episodes", entry.get("eval_episodes", 10))
     return [
         Cell(
             task=task,
@@ -175,10 +266,10 @@ def _variant_cells(
             algo=variant.get("algo", "ppo_ext"),
             conf=conf,
             hyperparams=tuple(sorted(hyperparams.items())),
-            n_timesteps=None if n_timesteps is None else int(float(n_timesteps)),
-            eval_freq=int(float(entry.get("eval_freq", 50_000))),
-            eval_episodes=int(entry.get("eval_episodes", 10)),
-            save_freq=None if save_freq is None else int(float(save_freq)),
+            n_timesteps=n_timesteps,
+            eval_freq=eval_freq,
+            eval_episodes=eval_episodes,
+            save_freq=save_freq,
             trained_agent=trained_agent,
         )
         for seed in seeds

@@ -18,8 +18,10 @@ and is skipped; a cell that was interrupted continues from its newest checkpoint
 the grid file), else it is started again after moving its partial folder aside. A cell copied in from another
 root with its ``done.json`` removed (e.g. a screening run to be trained on to a larger ``n_timesteps``) continues
 from its final model the same way. ``--jobs`` cells run at once, one process each. The wall-clock of a cell is the
-sum of its sessions' (``sessions.jsonl``); SIGTERM to ``run`` stops its training processes, records
-their sessions and starts no further cell.
+sum of its sessions' (``sessions.jsonl``); SIGTERM to ``run`` stops its training processes (each saves its model
+where it stopped, which the next ``run`` resumes), records their sessions and starts no further cell. Task and
+variant names become folders under ``--root`` only once checked as folder names; a grid reads, writes and moves
+nothing outside ``--root``.
 
 ``snapshot`` copies the newest checkpoint and settings of every unfinished cell into a folder, to carry a run of
 several sessions to another machine (copy it back under the root and ``run`` resumes it).
@@ -156,7 +158,13 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser, relative_to:
     """``run``: train the chosen cells of the grid file (or print their commands with ``--dry-run``)."""
     if args.jobs < 1:
         parser.error(f"--jobs must be >= 1, got {args.jobs}")
-    cells = load_grid(args.grid, relative_to)
+    root = os.path.expanduser(args.root)
+    try:
+        cells = load_grid(args.grid, relative_to)
+        for cell in cells:
+            cell.folder(root)  # every name a folder under the root, before any cell runs
+    except (OSError, ValueError) as error:
+        parser.error(str(error))
     for flag, wanted, known in (
         ("--only", args.only, {cell.variant for cell in cells}),
         ("--tasks", args.tasks, {cell.task for cell in cells}),
@@ -175,9 +183,9 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser, relative_to:
         cells = [cell for cell in cells if cell.seed in args.seeds]
     if args.dry_run:
         for cell in cells:
-            print(shlex.join(["sb3-ppo-ext", *cell.train_argv(cell.folder(args.root))]))
+            print(shlex.join(["sb3-ppo-ext", *cell.train_argv(cell.folder(root))]))
         return 0
-    return 0 if run_grid(cells, os.path.expanduser(args.root), args.jobs) else 1
+    return 0 if run_grid(cells, root, args.jobs) else 1
 
 
 def _report(args: argparse.Namespace) -> int:
