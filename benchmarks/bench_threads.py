@@ -16,7 +16,9 @@ task's preferred VecEnv, the environment's ``OMP_*`` / ``GOMP_*`` variables remo
 - ``torch_first``: no flag, but torch imported before ``sb3_ppo_ext`` (as a Python program that imports torch or SB3
   first: libgomp's default waiting), so only ``update_threads`` acts;
 - ``before``: ``torch_first`` with ``--hyperparams update_threads:None``: the update on torch's default threads, as
-  every run was before the thread policy.
+  every run was before the thread policy;
+- ``dummy``: ``--vec-env dummy``, every env in the training process (``default`` against it: what the second core
+  gives a user who sets nothing; not in the default ``--variants``).
 
 Scenarios: ``alone``; ``busy`` (one process spinning on a core the whole time, started before the command);
 ``two_runs`` (the same variant twice at once, seeds S and S + 1: the summed steps per second of the two). Within a
@@ -46,7 +48,7 @@ BLOCKS: dict[str, str] = {
     "humanoid": "sb3_ppo_ext/Humanoid-v0",
     "rocket": "sb3_ppo_ext/RocketLander-v0",
 }
-VARIANTS: tuple[str, ...] = ("default", "one_thread", "torch_first", "before")
+VARIANTS: tuple[str, ...] = ("default", "one_thread", "torch_first", "before", "dummy")
 SCENARIOS: tuple[str, ...] = ("alone", "busy", "two_runs")
 #: Variables that set OpenMP's threads or their waiting: removed from every command's environment.
 THREAD_VARIABLES: tuple[str, ...] = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "MKL_NUM_THREADS")
@@ -63,6 +65,8 @@ def command(variant: str, env_id: str, steps: int, seed: int, folder: str) -> li
         train += ["--num-threads", "1"]
     if variant == "before":
         train += ["--hyperparams", "update_threads:None"]
+    if variant == "dummy":
+        train += ["--vec-env", "dummy"]
     program = TORCH_FIRST if variant in ("torch_first", "before") else CLI
     return [sys.executable, "-c", program, *train]
 
@@ -125,6 +129,7 @@ def block_table(
         cells = [median(scenario, variant) for variant in variants]
         lines.append(f"| {scenario} | " + " | ".join("" if cell is None else f"{cell:.0f}" for cell in cells) + " |")
     ratios = []
+    alone_default = median("alone", "default")
     for scenario in scenarios:
         default, one = median(scenario, "default"), median(scenario, "one_thread")
         if default and one:
@@ -135,6 +140,9 @@ def block_table(
         before = median(scenario, "before")
         if default and before:
             ratios.append(f"{scenario}: default / before = {default / before:.2f}")
+    dummy = median("alone", "dummy")
+    if dummy and alone_default:
+        ratios.append(f"alone: default / dummy = {alone_default / dummy:.2f}")
     two, alone = median("two_runs", "default"), median("alone", "default")
     if two and alone:
         ratios.append(f"two runs summed / one alone (default) = {two / alone:.2f}")
@@ -147,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=32768, help="training steps per command (default: 32768)")
     parser.add_argument("--rounds", type=int, default=1, help="rounds of every variant (default: 1)")
     parser.add_argument("--scenarios", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
-    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
+    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS[:4]))
     parser.add_argument("--two-runs-variants", nargs="+", choices=VARIANTS, default=["default", "before"])
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
