@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 
 #: The OpenMP setting this module writes, and libgomp's own variable for the same behaviour (either set: left alone).
 WAIT_POLICY_VARIABLES: tuple[str, ...] = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 
 
 def prefer_sleeping_openmp_threads(
-    environ: MutableMapping[str, str] | None = None, loaded_modules: dict[str, object] | None = None
+    environ: MutableMapping[str, str] | None = None, loaded_modules: Mapping[str, object] | None = None
 ) -> bool:
     """Set ``OMP_WAIT_POLICY=PASSIVE`` unless torch is loaded already or the user chose a wait policy.
 
@@ -39,8 +39,8 @@ def prefer_sleeping_openmp_threads(
     :return: whether the variable was set.
     """
     environ = os.environ if environ is None else environ
-    loaded_modules = sys.modules if loaded_modules is None else loaded_modules  # type: ignore[assignment]
-    if "torch" in loaded_modules or any(name in environ for name in WAIT_POLICY_VARIABLES):
+    modules: Mapping[str, object] = sys.modules if loaded_modules is None else loaded_modules
+    if "torch" in modules or any(name in environ for name in WAIT_POLICY_VARIABLES):
         return False
     environ["OMP_WAIT_POLICY"] = "PASSIVE"
     return True
