@@ -28,6 +28,11 @@ Run (a quiet machine; about 30 s per command on 2 cores)::
 
     python benchmarks/bench_threads.py --blocks walker humanoid rocket --steps 32768 --rounds 1
 
+What the second core gives a user who sets nothing, evaluation on as in their run::
+
+    python benchmarks/bench_threads.py --blocks humanoid --steps 196608 --rounds 2 --scenarios alone \
+        --variants default dummy --evaluation
+
 A smoke run: ``--blocks walker --steps 1024 --rounds 1 --scenarios alone --variants default one_thread``.
 """
 
@@ -57,10 +62,11 @@ TORCH_FIRST = "import sys, torch; from sb3_ppo_ext.cli import main; sys.argv[0] 
 CLI = "import sys; from sb3_ppo_ext.cli import main; sys.argv[0] = 'sb3-ppo-ext'; sys.exit(main())"
 
 
-def command(variant: str, env_id: str, steps: int, seed: int, folder: str) -> list[str]:
-    """The command line of one run of ``variant``."""
-    train = ["train", "--env", env_id, "-n", str(steps), "--eval-freq", "-1", "--no-progress", "--seed", str(seed)]
-    train += ["-f", folder]
+def command(variant: str, env_id: str, steps: int, seed: int, folder: str, evaluation: bool = False) -> list[str]:
+    """The command line of one run of ``variant`` (with rl-zoo3's periodic evaluation if ``evaluation``)."""
+    train = ["train", "--env", env_id, "-n", str(steps), "--no-progress", "--seed", str(seed), "-f", folder]
+    if not evaluation:
+        train += ["--eval-freq", "-1"]
     if variant == "one_thread":
         train += ["--num-threads", "1"]
     if variant == "before":
@@ -91,10 +97,10 @@ def timed_runs(argvs: Sequence[list[str]]) -> list[float]:
     return walls
 
 
-def measure(variant: str, scenario: str, env_id: str, steps: int, seed: int, root: str) -> float:
+def measure(variant: str, scenario: str, env_id: str, steps: int, seed: int, root: str, evaluation: bool) -> float:
     """Env steps per second of ``variant`` in ``scenario`` (two runs: the sum of both runs' rates)."""
     folders = [tempfile.mkdtemp(dir=root) for _ in range(2 if scenario == "two_runs" else 1)]
-    argvs = [command(variant, env_id, steps, seed + index, folder) for index, folder in enumerate(folders)]
+    argvs = [command(variant, env_id, steps, seed + index, folder, evaluation) for index, folder in enumerate(folders)]
     busy = None
     if scenario == "busy":
         busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
@@ -158,6 +164,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS[:4]))
     parser.add_argument("--two-runs-variants", nargs="+", choices=VARIANTS, default=["default", "before"])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--evaluation", action="store_true", help="keep rl-zoo3's periodic evaluation on (as a user's run has it)"
+    )
     args = parser.parse_args(argv)
     print(f"$ python benchmarks/bench_threads.py {' '.join(sys.argv[1:] if argv is None else argv)}")
     print(f"cores usable: {len(os.sched_getaffinity(0))}, load average at start: {os.getloadavg()}")
@@ -168,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for scenario in args.scenarios:
                     variants = args.two_runs_variants if scenario == "two_runs" else args.variants
                     for variant in rotated(variants, round_index):
-                        rate = measure(variant, scenario, BLOCKS[block], args.steps, args.seed, root)
+                        rate = measure(variant, scenario, BLOCKS[block], args.steps, args.seed, root, args.evaluation)
                         rates.setdefault((scenario, variant), []).append(rate)
                         print(f"  {block} round {round_index} {scenario:9s} {variant:12s} {rate:7.0f} steps/s", flush=True)
             print(block_table(block, rates, args.scenarios, args.variants), flush=True)

@@ -110,3 +110,25 @@ def test_importing_the_package_sets_the_wait_policy_before_torch_loads(given, ex
     code = "import os, sys, sb3_ppo_ext; assert 'torch' not in sys.modules; print(os.environ['OMP_WAIT_POLICY'])"
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == expected
+
+
+def test_the_benchmark_runs_each_variant_as_described():
+    import bench_threads
+
+    before = bench_threads.command("before", "sb3_ppo_ext/Walker2D-v0", 8192, 3, "/tmp/run")
+    assert before[2] == bench_threads.TORCH_FIRST and before[-2:] == ["--hyperparams", "update_threads:None"]
+    assert ["--eval-freq", "-1"] == before[before.index("--eval-freq") : before.index("--eval-freq") + 2]
+    default = bench_threads.command("default", "sb3_ppo_ext/Walker2D-v0", 8192, 3, "/tmp/run", evaluation=True)
+    assert default[2] == bench_threads.CLI and "--eval-freq" not in default and "--num-threads" not in default
+    assert bench_threads.command("one_thread", "E", 1, 0, "f")[-2:] == ["--num-threads", "1"]
+    assert bench_threads.command("dummy", "E", 1, 0, "f")[-2:] == ["--vec-env", "dummy"]
+    rates = {
+        ("alone", "default"): [100.0],
+        ("alone", "one_thread"): [50.0],
+        ("busy", "default"): [90.0],
+        ("busy", "one_thread"): [100.0],
+        ("two_runs", "default"): [80.0],
+    }
+    table = bench_threads.block_table("walker", rates, ["alone", "busy", "two_runs"], ["default", "one_thread"])
+    assert "| alone | 100 | 50 |" in table and "busy: default / one_thread = 0.90" in table
+    assert "two runs summed / one alone (default) = 0.80" in table
