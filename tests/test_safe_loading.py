@@ -573,7 +573,7 @@ def test_the_statistics_saved_with_the_played_model_are_chosen(tmp_path):
 def test_the_best_model_and_a_checkpoint_are_played_and_exported_with_their_own_statistics(
     trained_run, tmp_path, capsys, monkeypatch, no_unpickling
 ):
-    import sb3_ppo_ext.zoo.commands
+    import sb3_ppo_ext.zoo.run_commands
 
     folder = str(trained_run)
     run = trained_run / "ppo_ext" / f"{ENV}_1"
@@ -583,7 +583,7 @@ def test_the_best_model_and_a_checkpoint_are_played_and_exported_with_their_own_
     assert "rl_model_vecnormalize_256_steps.pkl" in capsys.readouterr().out
     exported = {}
     monkeypatch.setattr(
-        sb3_ppo_ext.zoo.commands,
+        sb3_ppo_ext.zoo.run_commands,
         "export_onnx",
         lambda model, output, statistics=None, **kwargs: exported.update(statistics=statistics),
     )

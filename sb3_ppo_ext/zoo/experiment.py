@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import importlib
 import inspect
 import os
 import re
 import shutil
-import signal
 import sys
 import threading
 import warnings
@@ -17,12 +17,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from pprint import pprint
 from typing import Any, cast
 
 import gymnasium as gym
 import yaml
-from rl_zoo3 import exp_manager, hyperparams_opt
+from rl_zoo3 import hyperparams_opt
 from rl_zoo3.callbacks import SaveVecNormalizeCallback
 from rl_zoo3.exp_manager import ExperimentManager
 from rl_zoo3.utils import ALGOS
@@ -30,10 +29,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import CheckpointCallback, EvalCallback
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecNormalize
 
-from sb3_ppo_ext import zoo_configs
-from sb3_ppo_ext.allow_list import nearest_short_name
 from sb3_ppo_ext.callbacks import LiveViewCallback, RotatingCheckpointCallback, VideoRecorderCallback
-from sb3_ppo_ext.ppo import PPO
 from sb3_ppo_ext.pretrained.saving import recorded_env_kwargs
 from sb3_ppo_ext.safe_loading import (
     load_vecnormalize_without_pickles,
@@ -43,135 +39,35 @@ from sb3_ppo_ext.safe_loading import (
     statistics_path,
     statistics_saved,
 )
-from sb3_ppo_ext.shared_memory_vec_env import EnvWorkerError, SharedMemoryVecEnv
-from sb3_ppo_ext.validation import HyperparameterError
-from sb3_ppo_ext.zoo.hyperparams import (
-    check_block_keys,
-    check_block_values,
-    check_config_document,
-    check_policy_arguments,
-    number_keys,
-    preprocess_block,
-    valid_keys,
+from sb3_ppo_ext.vec_env.shared_memory_vec_env import EnvWorkerError, SharedMemoryVecEnv
+from sb3_ppo_ext.zoo.config.reading import (
+    DeferredPrint,
+    check_read_block,
+    check_yaml_config_path,
+    read_config_document,
+    reading_document,
+    sorted_block,
 )
 from sb3_ppo_ext.zoo.loading import BEST_MODEL_STATISTICS
+from sb3_ppo_ext.zoo.patching import patched_zoo_module
+from sb3_ppo_ext.zoo.registration import ALGORITHM_NAME
 from sb3_ppo_ext.zoo.resume import (
     ResumePoint,
     continued_monitors,
     find_resume_point,
     record_run_plan,
     restore_evaluation_history,
-    run_settings,
+    resumed_config,
 )
-from sb3_ppo_ext.zoo.runs import holds_only_setup_files
-from sb3_ppo_ext.zoo.safe_eval import UnknownNameError, parse_expression
-from sb3_ppo_ext.zoo.safe_yaml import load_yaml_file
-from sb3_ppo_ext.zoo.sampler import convert_ppo_ext_params, sample_ppo_ext_params
-
-#: Name of our PPO in rl-zoo3's registry (``--algo ppo_ext``, run folders ``logs/ppo_ext/...``).
-ALGORITHM_NAME = "ppo_ext"
-#: Exit status of ``train`` stopped by SIGTERM (the shell's convention: 128 + the signal's number).
-SIGTERM_EXIT_STATUS = 128 + signal.SIGTERM
-#: Exit status of ``train`` stopped by a failed env worker.
-WORKER_FAILURE_EXIT_STATUS = 1
-
-
-class TrainingStopped(Exception):
-    """Training stopped before its budget, by SIGTERM or by an env (worker) that failed; the model and its
-    ``VecNormalize`` statistics were saved to the run folder first, when it had trained, so that ``train --resume``
-    continues from them. The command line prints the message in one line and exits with :attr:`exit_status`.
-
-    :param message: what stopped training, and what was saved where.
-    :param exit_status: the command's exit status (:data:`SIGTERM_EXIT_STATUS`, :data:`WORKER_FAILURE_EXIT_STATUS`).
-    """
-
-    def __init__(self, message: str, exit_status: int) -> None:
-        super().__init__(message)
-        self.exit_status = exit_status
-
-
-class TerminationRequested(KeyboardInterrupt):
-    """SIGTERM (a cluster scheduler, ``docker stop``, a grid being stopped) raised while a model learns, as Ctrl-C
-    raises ``KeyboardInterrupt``: training stops and the model is saved as after Ctrl-C."""
-
-
-@contextmanager
-def sigterm_stops_training(on_signal: Callable[[], None]) -> Iterator[None]:
-    """While the block runs, SIGTERM calls ``on_signal`` and raises :class:`TerminationRequested` in the main thread;
-    a second SIGTERM ends the process at once (the signal's default). Off the main thread, nothing changes (Python
-    runs signal handlers in the main thread only).
-
-    :param on_signal: called first, to record that training was stopped by the signal.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.getsignal(signal.SIGTERM)
-
-    def stop(signum: int, frame: Any) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        on_signal()
-        raise TerminationRequested("SIGTERM")
-
-    signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def default_config_path() -> str:
-    """Path of the bundled ``ppo_ext.yml`` (package data of ``sb3_ppo_ext.zoo_configs``)."""
-    return str(Path(zoo_configs.__file__).with_name("ppo_ext.yml"))
-
-
-def register_algorithm() -> None:
-    """Make ``ppo_ext`` a first-class rl-zoo3 algorithm (idempotent); SB3's algorithms stay available.
-
-    Adds our PPO to ``rl_zoo3.ALGOS`` and its Optuna sampler / converter to ``rl_zoo3.hyperparams_opt``, the
-    documented way to run a third-party algorithm with rl-zoo3.
-    """
-    ALGOS[ALGORITHM_NAME] = PPO
-    hyperparams_opt.HYPERPARAMS_SAMPLER.setdefault(ALGORITHM_NAME, sample_ppo_ext_params)
-    hyperparams_opt.HYPERPARAMS_CONVERTER[ALGORITHM_NAME] = convert_ppo_ext_params
-
-
-def parse_key_value_arguments(values: list[str], *, option: str) -> dict[str, Any]:
-    """Parse ``key:value`` command-line items, each value with :func:`parse_expression` (rl-zoo3 uses ``eval``).
-
-    A value that is one unknown name, such as ``objective:kl_penalty``, is refused with the quoting that makes it a
-    string on the command line (``objective:"'kl_penalty'"``: the shell removes the outer quotes).
-    """
-    parsed: dict[str, Any] = {}
-    for item in values:
-        key, separator, text = item.partition(":")
-        if not separator or not key:
-            raise ValueError(f"{option}: expected key:value items, got {item!r}")
-        try:
-            parsed[key] = parse_expression(text, what=f"{option} {key}")
-        except UnknownNameError as error:
-            if error.name != text.strip() or nearest_short_name(error.name) is not None:
-                raise
-            raise ValueError(
-                f"{option} {key}: {error.name} is not an allowed name; string values need quotes: "
-                f"{key}:\"'{error.name}'\" (the shell removes the outer ones)"
-            ) from None
-    return parsed
-
-
-class SafeStoreDict(argparse.Action):
-    """Drop-in for rl-zoo3's ``StoreDict`` (``--hyperparams``, ``--env-kwargs``) that never calls ``eval``."""
-
-    def __init__(self, option_strings: list[str], dest: str, nargs: Any = None, **kwargs: Any) -> None:
-        super().__init__(option_strings, dest, nargs=nargs, **kwargs)
-
-    def __call__(
-        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None
-    ) -> None:
-        try:
-            setattr(namespace, self.dest, parse_key_value_arguments(list(values), option=option_string or self.dest))
-        except ValueError as error:
-            parser.error(str(error))
+from sb3_ppo_ext.zoo.run_selection import holds_only_setup_files
+from sb3_ppo_ext.zoo.sampler import sample_ppo_ext_params
+from sb3_ppo_ext.zoo.stopping import (
+    SIGTERM_EXIT_STATUS,
+    WORKER_FAILURE_EXIT_STATUS,
+    TrainingStopped,
+    sigterm_stops_training,
+)
+from sb3_ppo_ext.zoo.vec_env_choice import preferred_vec_env, shared_memory_vec_env, vec_env_settings
 
 
 def warn_if_nothing_learns(algorithm: type[Any], hyperparams: dict[str, Any], n_timesteps: int) -> None:
@@ -196,36 +92,6 @@ def warn_if_nothing_learns(algorithm: type[Any], hyperparams: dict[str, Any], n_
         )
 
 
-class _ReadDocument:
-    """Stands in for the ``yaml`` module of rl-zoo3's ``exp_manager`` while it reads the config: its ``safe_load``
-    gives the document :meth:`SafeExperimentManager.read_hyperparameters` has read and checked, so the file is parsed
-    once, and what is checked is what is used."""
-
-    def __init__(self, document: dict[str, Any]) -> None:
-        self.document = document
-
-    def safe_load(self, stream: Any) -> dict[str, Any]:
-        return self.document
-
-
-class _DeferredPrint:
-    """Stands in for the ``pprint`` of rl-zoo3's ``exp_manager`` while it reads the config: rl-zoo3 prints the block
-    before anything has checked it (a block of aliases of one long string prints gigabytes), so the values are kept
-    and printed by :meth:`print_all` once :meth:`SafeExperimentManager.read_hyperparameters` has checked them."""
-
-    def __init__(self) -> None:
-        self.values: list[Any] = []
-
-    def __call__(self, value: Any, *args: Any, **kwargs: Any) -> None:
-        self.values.append(value)
-
-    def print_all(self) -> None:
-        """Print the kept values with ``pprint``, as rl-zoo3 would have."""
-        for value in self.values:
-            pprint(value)
-        self.values.clear()
-
-
 class SaveVecNormalizeStatisticsCallback(SaveVecNormalizeCallback):
     """rl-zoo3's ``SaveVecNormalizeCallback`` (its evaluation saves ``vecnormalize.pkl`` with each new best model)
     that also writes the plain-data twin of each pickle beside it (``vecnormalize.npz``, see
@@ -248,83 +114,6 @@ class SaveVecNormalizeStatisticsCallback(SaveVecNormalizeCallback):
                 vec_normalize.save(path)
                 save_vecnormalize_statistics(vec_normalize, statistics_path(path))
         return result
-
-
-#: ``--vec-env`` choices: rl-zoo3's, ``shared`` for :class:`~sb3_ppo_ext.shared_memory_vec_env.SharedMemoryVecEnv`
-#: (several envs per process: a block in the driver and one in a worker per other usable core) and ``ray`` for
-#: :class:`~sb3_ppo_ext.vec_env.RayVecEnv` (the ``ray`` extra).
-VEC_ENV_TYPES: tuple[str, ...] = ("dummy", "subproc", "shared", "ray")
-#: The VecEnv of a task :data:`PREFERRED_VEC_ENVS` does not name, when ``--vec-env`` is not given (rl-zoo3's default).
-DEFAULT_VEC_ENV = "dummy"
-#: The VecEnv a task trains on when ``--vec-env`` is not given (any other task: :data:`DEFAULT_VEC_ENV`): ``shared``
-#: where stepping the envs in worker processes pays, as it does for every bundled locomotion and rocket block. Env
-#: steps per second relative to DummyVecEnv on an idle 2-core machine (2026-12-03), SharedMemoryVecEnv with the
-#: driver stepping one block: ``PPO.learn`` with each block's hyperparameters (``OMP_NUM_THREADS=1 python
-#: benchmarks/bench_vec_envs.py --vec-envs shared shared_waiting --rounds 3 --steps 64 --train-iterations 2
-#: --train-rounds 3``) Humanoid block (64 envs) 1.85x and 1.83x in two runs, Walker2D block (16 envs) 1.19x, its
-#: update taking most of an iteration, RocketLander block (16 envs) 1.33x; ``sb3-ppo-ext train -n 32768 --num-threads
-#: 1`` alternating with ``--vec-env dummy`` (fps as logged) Humanoid 1.83x and 1.91x, Walker2D 1.22x and 1.30x. The
-#: flag-run blocks are the Humanoid block with longer budgets and the discrete lander's the RocketLander block with
-#: another gamma (the same envs and rollouts, not measured apart). A table here, not a key of the config blocks:
-#: plain rl-zoo3 would pass an unknown key to the model.
-PREFERRED_VEC_ENVS: dict[str, str] = {
-    "sb3_ppo_ext/Humanoid-v0": "shared",
-    "sb3_ppo_ext/HumanoidFlagrun-v0": "shared",
-    "sb3_ppo_ext/HumanoidFlagrunHarder-v0": "shared",
-    "sb3_ppo_ext/RocketLander-v0": "shared",
-    "sb3_ppo_ext/RocketLanderDiscrete-v0": "shared",
-    "sb3_ppo_ext/Walker2D-v0": "shared",
-}
-
-
-def preferred_vec_env(env_id: str) -> str:
-    """The ``--vec-env`` type ``env_id`` trains on when none is given (:data:`PREFERRED_VEC_ENVS`, else
-    :data:`DEFAULT_VEC_ENV`)."""
-    return PREFERRED_VEC_ENVS.get(env_id, DEFAULT_VEC_ENV)
-
-
-def vec_env_settings(
-    vec_env_type: str, zoo_class: type[VecEnv], args: argparse.Namespace
-) -> tuple[type[VecEnv], dict[str, Any]]:
-    """The VecEnv class and its keyword arguments for ``--vec-env``, ``--vec-env-kwargs`` and ``--ray-address``.
-
-    :param vec_env_type: one of :data:`VEC_ENV_TYPES`.
-    :param zoo_class: the class rl-zoo3 chose (for ``dummy`` / ``subproc``).
-    :param args: the parsed options (``vec_env_kwargs``: a dict or ``None``; ``ray_address``: a string or ``None``).
-    :raises ValueError: for an unknown ``vec_env_type``, a key the class does not take, or ``--ray-address`` without
-        ``--vec-env ray``.
-    """
-    if vec_env_type not in VEC_ENV_TYPES:
-        raise ValueError(f"--vec-env must be one of {VEC_ENV_TYPES}, got {vec_env_type!r}")
-    kwargs = dict(getattr(args, "vec_env_kwargs", None) or {})
-    address = getattr(args, "ray_address", None)
-    vec_env_class = zoo_class
-    if vec_env_type == "ray":
-        from sb3_ppo_ext.vec_env import RayVecEnv  # the ray extra: vec_env imports Ray
-
-        vec_env_class = RayVecEnv
-        if address is not None:
-            kwargs["address"] = address
-    elif address is not None:
-        raise ValueError(f"--ray-address is for --vec-env ray, not --vec-env {vec_env_type}")
-    if vec_env_type == "shared":
-        vec_env_class = SharedMemoryVecEnv
-    accepted = set(inspect.signature(vec_env_class.__init__).parameters) - {"self", "env_fns"}
-    unknown = sorted(set(kwargs) - accepted)
-    if unknown:
-        raise ValueError(
-            f"--vec-env-kwargs: {vec_env_class.__name__} takes no {', '.join(unknown)} (it takes "
-            f"{', '.join(sorted(accepted)) or 'no keyword arguments'})"
-        )
-    return vec_env_class, kwargs
-
-
-def shared_memory_vec_env(env_fns: Sequence[Callable[[], Any]], **kwargs: Any) -> SharedMemoryVecEnv:
-    """``SharedMemoryVecEnv(env_fns, **kwargs)``, its refusal of a setting named as one of ``--vec-env-kwargs``."""
-    try:
-        return SharedMemoryVecEnv(env_fns, **kwargs)
-    except HyperparameterError as error:
-        raise HyperparameterError(f"--vec-env-kwargs: {error}") from None
 
 
 #: Held while :meth:`SafeExperimentManager.create_envs` builds envs: it sets rl-zoo3's VecEnv class for one build, and
@@ -411,7 +200,7 @@ class SafeExperimentManager(ExperimentManager):
 
     def remove_unstarted_run(self) -> None:
         """Remove the run folder this command created, when it holds nothing but what set-up wrote there
-        (:func:`~sb3_ppo_ext.zoo.runs.holds_only_setup_files`): a run that never trained would otherwise be the
+        (:func:`~sb3_ppo_ext.zoo.run_selection.holds_only_setup_files`): a run that never trained would otherwise be the
         newest run of the env, with monitor files but no model. A folder holding anything else is kept."""
         created = self.creates_run_folder and os.path.isdir(self.save_path)
         if created and holds_only_setup_files(self.save_path, str(self.env_name)):
@@ -438,51 +227,34 @@ class SafeExperimentManager(ExperimentManager):
         return bool(getattr(self.args, "trust_pickles", False))
 
     def read_hyperparameters(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        """rl-zoo3's reading of the config block, on a document we read first: within the limits of
-        :mod:`~sb3_ppo_ext.zoo.safe_yaml` (rl-zoo3 prints what it reads with ``pprint``, which expands an alias bomb) and of
-        the shape rl-zoo3 assumes (:func:`~sb3_ppo_ext.zoo.hyperparams.check_config_document`); then the keys,
-        expressions and values of the block are checked, and only then is the block printed as rl-zoo3 prints it
-        (:class:`_DeferredPrint`)."""
-        if not self.config.endswith((".yml", ".yaml")):
-            raise ValueError(
-                "conf_file must be a YAML file (.yml or .yaml): rl-zoo3 would execute Python config files, "
-                f"got {self.config!r}"
-            )
+        """rl-zoo3's reading of the config block, on a document we read first (:mod:`~sb3_ppo_ext.zoo.config.reading`):
+        the config file within the YAML limits and of the shape rl-zoo3 assumes (a resumed run: the block it saved),
+        then the block rl-zoo3 merged checked, and only then printed as rl-zoo3 prints it."""
+        check_yaml_config_path(self.config)
         if self.resume_folder is not None:
-            # The hyperparameters the run used, whatever its config file says today.
-            _, _, saved_config = run_settings(self.resume_folder)
-            document = {self.env_name.gym_id: saved_config}
+            document = {self.env_name.gym_id: resumed_config(self.resume_folder)}
         else:
-            document = check_config_document(load_yaml_file(self.config), where=self.config)
-        deferred = _DeferredPrint()
-        with patched_zoo_module(exp_manager, yaml=_ReadDocument(document), pprint=deferred):
+            document = read_config_document(self.config)
+        deferred = DeferredPrint()
+        with reading_document(document, deferred):
             hyperparams, saved_hyperparams = super().read_hyperparameters()
         if self.storage and self.study_name and self.trial_id == 0:
             # rl-zoo3 tests `if self.trial_id`, so it silently ignores trial 0: load it here, then let the
             # command line override it as rl-zoo3 does for the other trials.
             hyperparams.update(self.load_trial(self.storage, self.study_name, self.trial_id))
             hyperparams.update(self.custom_hyperparams or {})
-            saved_hyperparams = OrderedDict((key, hyperparams[key]) for key in sorted(hyperparams))
-        where = f"the {self.env_name.gym_id!r} block of {self.config} (or its command-line overrides)"
-        check_block_keys(hyperparams, valid_keys(ALGOS[self.algo]), where=where)
-        if "n_timesteps" not in hyperparams:
-            if self.n_timesteps <= 0:
-                raise ValueError(f"n_timesteps is missing from {where}: set it there or pass -n")
-            hyperparams["n_timesteps"] = self.n_timesteps
-        parsed = preprocess_block(hyperparams, where=where, algorithm=ALGOS[self.algo])
-        for key in saved_hyperparams.keys() & number_keys(ALGOS[self.algo]):
-            if isinstance(saved_hyperparams[key], str) and isinstance(parsed[key], (int, float)):
-                saved_hyperparams[key] = parsed[key]  # a number written as a string: config.yml holds the number
-        check_block_values(parsed, where=where)
-        check_policy_arguments(parsed, ALGOS[self.algo], where=where)
+            saved_hyperparams = sorted_block(hyperparams)
+        parsed, saved_hyperparams = check_read_block(
+            hyperparams,
+            saved_hyperparams,
+            algorithm=ALGOS[self.algo],
+            n_timesteps=self.n_timesteps,
+            where=f"the {self.env_name.gym_id!r} block of {self.config} (or its command-line overrides)",
+        )
         deferred.print_all()  # only now: what rl-zoo3 prints is checked, so it prints in bounded time and space
         if self.resume_folder is not None:
             self.resume_point = find_resume_point(self.save_path, str(self.env_name))
             self.trained_agent, self.continue_training = self.resume_point.model_path, True
-        if isinstance(parsed.get("normalize"), dict):
-            # rl-zoo3's enjoy / record_video would eval a string here: save the parsed form (a copy, because
-            # rl-zoo3 adds gamma to the dict it is given).
-            saved_hyperparams["normalize"] = dict(parsed["normalize"])
         return parsed, saved_hyperparams
 
     def _preprocess_hyperparams(self, hyperparams: dict[str, Any]) -> tuple[dict[str, Any], Any, list, Any]:
@@ -838,15 +610,35 @@ def to_plain_yaml(value: Any) -> Any:
     return repr(value)
 
 
-@contextmanager
-def patched_zoo_module(module: Any, **replacements: Any) -> Iterator[None]:
-    """Temporarily replace module-level names of an rl-zoo3 script (its ``StoreDict``, ``ExperimentManager``), or
-    attributes of an object."""
-    originals = {name: getattr(module, name) for name in replacements}
-    for name, value in replacements.items():
-        setattr(module, name, value)
-    try:
-        yield
-    finally:
-        for name, value in originals.items():
-            setattr(module, name, value)
+#: Names this module held before they moved to the module of their job -> that module (deprecated here).
+_MOVED_NAMES: dict[str, str] = {
+    "ALGORITHM_NAME": "sb3_ppo_ext.zoo.registration",
+    "default_config_path": "sb3_ppo_ext.zoo.registration",
+    "register_algorithm": "sb3_ppo_ext.zoo.registration",
+    "patched_zoo_module": "sb3_ppo_ext.zoo.patching",
+    "SafeStoreDict": "sb3_ppo_ext.zoo.config.command_line",
+    "parse_key_value_arguments": "sb3_ppo_ext.zoo.config.command_line",
+    "SIGTERM_EXIT_STATUS": "sb3_ppo_ext.zoo.stopping",
+    "WORKER_FAILURE_EXIT_STATUS": "sb3_ppo_ext.zoo.stopping",
+    "TrainingStopped": "sb3_ppo_ext.zoo.stopping",
+    "TerminationRequested": "sb3_ppo_ext.zoo.stopping",
+    "sigterm_stops_training": "sb3_ppo_ext.zoo.stopping",
+    "VEC_ENV_TYPES": "sb3_ppo_ext.zoo.vec_env_choice",
+    "DEFAULT_VEC_ENV": "sb3_ppo_ext.zoo.vec_env_choice",
+    "PREFERRED_VEC_ENVS": "sb3_ppo_ext.zoo.vec_env_choice",
+    "preferred_vec_env": "sb3_ppo_ext.zoo.vec_env_choice",
+    "vec_env_settings": "sb3_ppo_ext.zoo.vec_env_choice",
+    "shared_memory_vec_env": "sb3_ppo_ext.zoo.vec_env_choice",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A name that moved to another module (:data:`_MOVED_NAMES`), with a ``DeprecationWarning`` (PEP 562)."""
+    if name not in _MOVED_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"sb3_ppo_ext.zoo.experiment.{name} is deprecated: import it from {_MOVED_NAMES[name]}",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(_MOVED_NAMES[name]), name)

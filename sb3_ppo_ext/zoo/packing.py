@@ -18,8 +18,8 @@ from rl_zoo3.utils import ALGOS
 from sb3_ppo_ext.callbacks.checkpoint import list_checkpoints, model_checkpoint_path
 from sb3_ppo_ext.pretrained.format import AGENT_FILE, check_agent_env_kwargs
 from sb3_ppo_ext.pretrained.saving import save_pretrained
+from sb3_ppo_ext.zoo.config.run_files import check_run_folder
 from sb3_ppo_ext.zoo.experiment import register_algorithm
-from sb3_ppo_ext.zoo.hyperparams import check_run_folder
 from sb3_ppo_ext.zoo.loading import played_model_statistics
 
 

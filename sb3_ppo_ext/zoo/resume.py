@@ -28,7 +28,7 @@ import argparse
 import contextlib
 import glob
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +41,8 @@ from stable_baselines3.common.monitor import Monitor
 from sb3_ppo_ext.callbacks.checkpoint import find_latest_checkpoint, list_checkpoints
 from sb3_ppo_ext.files import atomic_write
 from sb3_ppo_ext.safe_loading import read_zip_data
-from sb3_ppo_ext.zoo.hyperparams import check_run_folder, load_run_yaml
+from sb3_ppo_ext.zoo.config.run_files import check_run_folder, load_run_yaml
+from sb3_ppo_ext.zoo.options import Option
 
 #: The options that may be given with ``--resume`` (``argparse`` destinations): how the run is carried out, not what
 #: it trains. Every other setting comes from the run's ``args.yml`` / ``config.yml``.
@@ -87,7 +88,7 @@ def run_settings(run_folder: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
 
     :param run_folder: rl-zoo3's run folder, ``<log folder>/<algo>/<env>_<n>``.
     :raises ResumeError: when the folder or its settings are missing, unreadable or refused
-        (:func:`~sb3_ppo_ext.zoo.hyperparams.check_run_folder`).
+        (:func:`~sb3_ppo_ext.zoo.config.run_files.check_run_folder`).
     """
     if not os.path.isdir(run_folder):
         raise ResumeError(f"--resume: {run_folder!r} is not a folder (give a run folder, e.g. logs/ppo_ext/<env>_1)")
@@ -108,6 +109,12 @@ def run_settings(run_folder: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
         empty = "args.yml" if not settings.arguments else "config.yml"
         raise ResumeError(f"--resume: {os.path.join(params_path, empty)} holds no settings")
     return params_path, settings.arguments, settings.config
+
+
+def resumed_config(run_folder: str) -> dict[str, Any]:
+    """The hyperparameters a resumed run trains with: those its ``config.yml`` saved, whatever its config file says
+    today (:func:`run_settings`)."""
+    return run_settings(run_folder)[2]
 
 
 def given_options(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
@@ -277,3 +284,32 @@ def continued_monitors() -> Iterator[None]:
         yield
     finally:
         env_util.Monitor = original  # type: ignore[misc]
+
+
+#: ``--resume`` of ``train``.
+RESUME: Option = (
+    ("--resume",),
+    {
+        "default": None,
+        "metavar": "RUN_FOLDER",
+        "help": "continue a run (e.g. logs/ppo_ext/<env>_1) in its folder, with its own settings, from its newest "
+        "checkpoint (--save-freq) or final model: step count, schedules, VecNormalize statistics, adaptive-KL "
+        "state and evaluation history carry on; -n sets a new total; only options of how to run (-n, "
+        "--num-threads, --progress, --vec-env, --device, ...) may be given with it",
+    },
+)
+
+
+def resumed_run_options(user_argv: Sequence[str]) -> Callable[[argparse.Namespace, argparse.ArgumentParser], None]:
+    """The options of ``train --resume RUN``: the run's saved ones, and those of
+    :data:`~sb3_ppo_ext.zoo.resume.RESUME_OPTIONS` that ``user_argv`` gives."""
+
+    def complete(parsed: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+        given = given_options(parser, list(user_argv))
+        try:
+            _, saved_arguments, _ = run_settings(parsed.resume)
+            take_run_settings(parsed, saved_arguments, given)
+        except ValueError as error:
+            parser.error(str(error))
+
+    return complete

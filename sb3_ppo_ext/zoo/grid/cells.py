@@ -10,8 +10,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sb3_ppo_ext.validation import check_int, check_kwargs
-from sb3_ppo_ext.zoo.hyperparams import MAX_N_TIMESTEPS
-from sb3_ppo_ext.zoo.safe_yaml import load_yaml_file
+from sb3_ppo_ext.zoo.config.blocks import MAX_N_TIMESTEPS
+from sb3_ppo_ext.zoo.config.yaml_files import load_yaml_file
 
 #: The keys a task's entry may hold (``defaults`` may hold all but ``seeds`` and ``variants``).
 CELL_KEYS = {"seeds", "variants", "n_timesteps", "eval_freq", "eval_episodes", "env_kwargs", "save_freq"}
@@ -171,7 +171,7 @@ def _seeds(where: str, seeds: Any) -> list[int]:
 def load_grid(path: str, relative_to: str | None = None) -> list[Cell]:
     """The cells of a grid file, in file order (task, then variant, then seed).
 
-    The file is read within the limits of :mod:`~sb3_ppo_ext.zoo.safe_yaml` (size, nesting, alias expansion; no
+    The file is read within the limits of :mod:`~sb3_ppo_ext.zoo.config.yaml_files` (size, nesting, alias expansion; no
     Python tags). Task and variant names must be folder names (:func:`check_path_component`), hyperparameter keys
     argument names, seeds integers from 0 to :data:`MAX_SEED`, the budgets and frequencies positive integers.
 

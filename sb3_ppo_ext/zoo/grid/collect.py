@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from sb3_ppo_ext.zoo.config.run_files import load_run_yaml
 from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, FINAL_EVAL_FILE
-from sb3_ppo_ext.zoo.hyperparams import load_run_yaml
 
 #: SB3's logged training values that ``collect`` adds to each evaluation (the last logged before it).
 TRAIN_LOG_KEYS = ("std", "learning_rate", "approx_kl", "kl_coef")
