@@ -521,7 +521,7 @@ def test_every_statistics_pickle_of_a_run_has_its_plain_twin(trained_run):
 
 
 def test_the_evaluation_saves_a_plain_twin_with_each_statistics_pickle(tmp_path):
-    from sb3_ppo_ext.zoo.experiment import SaveVecNormalizeStatisticsCallback
+    from sb3_ppo_ext.zoo.safe_run_files import SaveVecNormalizeStatisticsCallback
 
     model = small_ppo()
     callback = SaveVecNormalizeStatisticsCallback(save_freq=1, save_path=str(tmp_path))
@@ -534,7 +534,7 @@ def test_the_evaluation_saves_a_plain_twin_with_each_statistics_pickle(tmp_path)
 def test_a_new_best_model_keeps_its_statistics_beside_it_while_training_moves_on(tmp_path):
     from types import SimpleNamespace
 
-    from sb3_ppo_ext.zoo.experiment import SaveVecNormalizeStatisticsCallback
+    from sb3_ppo_ext.zoo.safe_run_files import SaveVecNormalizeStatisticsCallback
 
     model = small_ppo()
     callback = SaveVecNormalizeStatisticsCallback(save_freq=1, save_path=str(tmp_path / ENV))
