@@ -1,7 +1,7 @@
 """The number of torch intra-op threads the update runs on: one for small minibatches, more only where they gain.
 
 **What it mirrors.** SB3 and rl-zoo3 leave torch's default, one intra-op thread per core, for the whole run
-(rl-zoo3's ``--num-threads`` sets it for the process). :class:`~sb3_ppo_ext.ppo.PPO`'s ``update_threads`` sets the
+(rl-zoo3's ``--num-threads`` sets it for the process). :class:`~sb3_ppo_ext.ppo.ppo.PPO`'s ``update_threads`` sets the
 count for the update alone and gives the caller's setting back when the update ends, so collection, evaluation and
 the user's own code run as they would have.
 

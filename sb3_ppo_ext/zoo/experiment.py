@@ -88,11 +88,14 @@ class SafeExperimentManager(StoppableExperiment, ResumableExperiment, VecEnvChoo
     Every ``vecnormalize.pkl`` it writes (the final one, the evaluation's, the checkpoints') gets a plain-data twin
     ``.npz`` beside it. Continuing a run (``-i``) loads the model with
     :func:`~sb3_ppo_ext.safe_loading.models.load_without_pickles` and the statistics from their twin, and refuses a
-    replay buffer pickle, unless ``--trust-pickles`` is given (:attr:`trust_pickles`).
+    replay buffer pickle, unless ``--trust-pickles`` is given
+    (:class:`~sb3_ppo_ext.zoo.safe_run_files.SafeRunFilesExperiment`).
 
-    The training envs step on the VecEnv of ``--vec-env``, else on the task's preferred one
-    (:data:`PREFERRED_VEC_ENVS`); with ``shared``, the evaluation envs step on DummyVecEnv, and a SharedMemoryVecEnv
-    the user did not ask for that cannot start gives way to DummyVecEnv (:meth:`vec_env_builder`).
+    The training envs step on the VecEnv of ``--vec-env``, else on the task's preferred one; with ``shared``, the
+    evaluation envs step on DummyVecEnv, and a SharedMemoryVecEnv the user did not ask for that cannot start gives way
+    to DummyVecEnv (:class:`~sb3_ppo_ext.zoo.vec_env_choice.VecEnvChoosingExperiment`). ``--resume`` is
+    :class:`~sb3_ppo_ext.zoo.resume.ResumableExperiment`'s, and training stopped by SIGTERM or a failed env worker
+    :class:`~sb3_ppo_ext.zoo.stopping.StoppableExperiment`'s.
     """
 
     def __init__(
@@ -182,10 +185,11 @@ class SafeExperimentManager(StoppableExperiment, ResumableExperiment, VecEnvChoo
         return hyperparams, env_wrapper, callbacks, vec_env_wrapper
 
     def create_envs(self, n_envs: int, eval_env: bool = False, no_log: bool = False) -> VecEnv:
-        """rl-zoo3's envs, built by :meth:`vec_env_builder`; a resumed run's training envs continue its monitor files
-        (:class:`~sb3_ppo_ext.zoo.resume.ContinuedMonitor`) instead of starting them again. The ``--vec-env`` type
-        that steps the training envs, with its keyword arguments, is set in ``args`` (saved as ``args.yml`` once they
-        are built)."""
+        """rl-zoo3's envs, built by the VecEnv of
+        :meth:`~sb3_ppo_ext.zoo.vec_env_choice.VecEnvChoosingExperiment.vec_env_builder`; a resumed run's training envs
+        continue its monitor files (:class:`~sb3_ppo_ext.zoo.resume.ContinuedMonitor`) instead of starting them again.
+        The ``--vec-env`` type that steps the training envs, with its keyword arguments, is set in ``args`` (saved as
+        ``args.yml`` once they are built)."""
         self.check_env_kwargs(self.eval_env_kwargs if eval_env else self.env_kwargs, eval_env=eval_env)
         builder, kwargs = self.vec_env_builder(n_envs, eval_env=eval_env)
         with (

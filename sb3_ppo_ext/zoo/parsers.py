@@ -196,6 +196,7 @@ def peek_option(argv: Sequence[str], *flags: str) -> str | None:
 
 
 def asks_help(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` asks for the help (``-h`` / ``--help``)."""
     return "-h" in argv or "--help" in argv
 
 

@@ -190,7 +190,7 @@ def find_resume_point(run_folder: str, env_name: str) -> ResumePoint:
 
     :raises ResumeError: when the run has neither.
     """
-    checkpoint = find_latest_checkpoint(run_folder, "rl_model")
+    checkpoint = find_latest_checkpoint(run_folder)
     candidates = []
     if checkpoint is not None:
         candidates.append(ResumePoint(checkpoint.model_path, checkpoint.vecnormalize_path, checkpoint.num_timesteps))
@@ -199,7 +199,7 @@ def find_resume_point(run_folder: str, env_name: str) -> ResumePoint:
         statistics = os.path.join(run_folder, env_name, "vecnormalize.pkl")
         candidates.append(ResumePoint(final_model, statistics, saved_num_timesteps(final_model)))
     if not candidates:
-        damaged = len(list_checkpoints(run_folder, "rl_model"))
+        damaged = len(list_checkpoints(run_folder))
         why = f"{damaged} damaged checkpoints" if damaged else "no checkpoint (train with --save-freq to have some)"
         raise ResumeError(f"--resume: {run_folder!r} has {why} and no final model {env_name}.zip to continue from")
     return max(candidates, key=lambda point: point.num_timesteps)

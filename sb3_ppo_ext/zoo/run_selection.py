@@ -13,6 +13,7 @@ from typing import NamedTuple, cast
 from huggingface_sb3 import EnvironmentName
 from rl_zoo3.utils import ALGOS
 
+from sb3_ppo_ext.callbacks.checkpoint import DEFAULT_NAME_PREFIX, checkpoint_file_name
 from sb3_ppo_ext.zoo.registration import ALGORITHM_NAME
 
 
@@ -55,9 +56,9 @@ def model_file_pattern(
     if load_best:
         return "best_model.zip"
     if load_checkpoint is not None:
-        return f"rl_model_{load_checkpoint}_steps.zip"
+        return checkpoint_file_name(DEFAULT_NAME_PREFIX, load_checkpoint)
     if load_last_checkpoint:
-        return "rl_model_*_steps.zip"
+        return checkpoint_file_name(DEFAULT_NAME_PREFIX, "*")
     return f"{glob.escape(env_name)}.zip"
 
 
@@ -128,12 +129,7 @@ def newest_algorithm(log_folder: str, env_id: str, exp_id: int = 0) -> str:
     newest = newest_run(runs, env_name, exp_id)
     if newest is None:
         raise ValueError(missing_run_message(runs, log_folder, env_name, exp_id))
-    algorithms = sorted({run.algo for run in runs if run.env_name == env_name})
-    if len(algorithms) > 1:
-        print(
-            f"Runs of {env_name} under {log_folder}/ by {', '.join(algorithms)}: using the newest, {newest.algo}'s "
-            "(--algo chooses)"
-        )
+    _say_which_algorithm([run for run in runs if run.env_name == env_name], newest, log_folder)
     return newest.algo
 
 
@@ -157,8 +153,8 @@ def newest_played_run(log_folder: str, env_id: str, model: str, algo: str | None
             raise ValueError(missing_run_message(every_run, log_folder, env_name))
         return None
     played = [run for run in runs if holds_model(run_path(log_folder, run), model)]
-    names = sorted(f"{run.algo}/{run.env_name}_{run.number}" for run in runs)
     if not played:
+        names = sorted(f"{run.algo}/{run.env_name}_{run.number}" for run in runs)
         raise ValueError(
             f"no run of {env_name} under {log_folder}/ holds {model} (runs: {', '.join(names)}): an "
             "optimize run, or a train that stopped before it saved, leaves none; --load-best / "
@@ -166,20 +162,30 @@ def newest_played_run(log_folder: str, env_id: str, model: str, algo: str | None
         )
     newest = newest_run(played, env_name)
     assert newest is not None  # played is a non-empty list of runs of env_name
-    passed = sorted(
+    _say_which_algorithm(played, newest, log_folder)
+    passed = _passed_over(runs, played, newest)
+    skipped = f"; passed over {', '.join(passed)}: no {model} in them" if passed else ""
+    print(f"Loading latest experiment with a model, id={newest.number} ({run_path(log_folder, newest)}{skipped})")
+    return newest
+
+
+def _say_which_algorithm(runs: Sequence[Run], newest: Run, log_folder: str) -> None:
+    """Say which algorithm's run was chosen when ``runs`` (of one env) are by several algorithms."""
+    algorithms = sorted({run.algo for run in runs})
+    if len(algorithms) > 1:
+        print(
+            f"Runs of {newest.env_name} under {log_folder}/ by {', '.join(algorithms)}: using the newest, "
+            f"{newest.algo}'s (--algo chooses)"
+        )
+
+
+def _passed_over(runs: Sequence[Run], played: Sequence[Run], newest: Run) -> list[str]:
+    """The runs (``algo/env_n``) newer than the chosen one, or numbered above it, that hold no model to play."""
+    return sorted(
         f"{run.algo}/{run.env_name}_{run.number}"
         for run in runs
         if run not in played and (run.modified > newest.modified or (run.algo == newest.algo and run.number > newest.number))
     )
-    algorithms = sorted({run.algo for run in played})
-    if len(algorithms) > 1:
-        print(
-            f"Runs of {env_name} under {log_folder}/ by {', '.join(algorithms)}: using the newest, {newest.algo}'s "
-            "(--algo chooses)"
-        )
-    skipped = f"; passed over {', '.join(passed)}: no {model} in them" if passed else ""
-    print(f"Loading latest experiment with a model, id={newest.number} ({run_path(log_folder, newest)}{skipped})")
-    return newest
 
 
 def played_run(

@@ -5,7 +5,6 @@ and its ``VecNormalize`` statistics loaded from plain data, and a plain-data twi
 from __future__ import annotations
 
 import os
-import re
 import warnings
 from typing import Any
 
@@ -17,6 +16,7 @@ from stable_baselines3.common.callbacks import CheckpointCallback, EvalCallback
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
 from sb3_ppo_ext.callbacks import RotatingCheckpointCallback
+from sb3_ppo_ext.callbacks.checkpoint import checkpoint_statistics_of
 from sb3_ppo_ext.safe_loading import (
     load_vecnormalize_without_pickles,
     load_without_pickles,
@@ -93,10 +93,9 @@ class SafeRunFilesExperiment(ExperimentManager):
         """The ``VecNormalize`` statistics saved with the ``-i`` model when it is a checkpoint
         (``<prefix>_<steps>_steps.zip`` -> ``<prefix>_vecnormalize_<steps>_steps.pkl`` beside it), if that file or its
         plain-data twin (``.npz``) exists."""
-        match = re.fullmatch(r"(?P<prefix>.+)_(?P<steps>\d+)_steps\.zip", os.path.basename(self.trained_agent or ""))
-        if not self.continue_training or match is None:
+        path = checkpoint_statistics_of(self.trained_agent or "")
+        if not self.continue_training or path is None:
             return None
-        path = os.path.join(os.path.dirname(self.trained_agent), f"{match['prefix']}_vecnormalize_{match['steps']}_steps.pkl")
         return path if statistics_saved(path) else None
 
     def load_statistics(self, path: str, env: VecEnv) -> VecNormalize:

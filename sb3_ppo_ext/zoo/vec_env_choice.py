@@ -16,9 +16,9 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 from sb3_ppo_ext.validation import HyperparameterError
 from sb3_ppo_ext.vec_env.shared_memory_vec_env import EnvWorkerError, SharedMemoryVecEnv
 
-#: ``--vec-env`` choices: rl-zoo3's, ``shared`` for :class:`~sb3_ppo_ext.shared_memory_vec_env.SharedMemoryVecEnv`
+#: ``--vec-env`` choices: rl-zoo3's, ``shared`` for :class:`~sb3_ppo_ext.vec_env.shared_memory_vec_env.SharedMemoryVecEnv`
 #: (several envs per process: a block in the driver and one in a worker per other usable core) and ``ray`` for
-#: :class:`~sb3_ppo_ext.vec_env.RayVecEnv` (the ``ray`` extra).
+#: :class:`~sb3_ppo_ext.vec_env.ray_vec_env.RayVecEnv` (the ``ray`` extra).
 VEC_ENV_TYPES: tuple[str, ...] = ("dummy", "subproc", "shared", "ray")
 
 
@@ -168,7 +168,7 @@ class VecEnvChoosingExperiment(ExperimentManager):
         return shared_memory_vec_env, self.vec_env_kwargs
 
     def shared_memory_vec_env_or_dummy(self, env_fns: Sequence[Callable[[], Any]], **kwargs: Any) -> VecEnv:
-        """A :class:`~sb3_ppo_ext.shared_memory_vec_env.SharedMemoryVecEnv` of ``env_fns``, or, when it cannot start
+        """A :class:`~sb3_ppo_ext.vec_env.shared_memory_vec_env.SharedMemoryVecEnv` of ``env_fns``, or, when it cannot start
         (``OSError`` / ``RuntimeError``: no ``/dev/shm``, no process start method, a worker that dies or hangs while
         starting), a DummyVecEnv, said in one line; later envs of the run are built by DummyVecEnv too. An env that
         raises while it is built is not a failure to start: its error is raised, as DummyVecEnv would raise it.

@@ -4,6 +4,7 @@ cell under the grid's root."""
 from __future__ import annotations
 
 import dataclasses
+import glob
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -274,3 +275,13 @@ def _variant_cells(
         )
         for seed in seeds
     ]
+
+
+def cell_folders(root: str) -> list[str]:
+    """The cell folders under ``root`` (``<root>/<task>/<variant>/seed_<n>``, whatever they hold), in name order."""
+    return sorted(glob.glob(os.path.join(glob.escape(root), "*", "*", "seed_*")))
+
+
+def cell_run_folders(cell_folder: str) -> list[str]:
+    """rl-zoo3's run folders inside a cell folder (``<cell>/<algo>/<env>_<n>``), in name order."""
+    return sorted(path for path in glob.glob(os.path.join(glob.escape(cell_folder), "*", "*")) if os.path.isdir(path))
