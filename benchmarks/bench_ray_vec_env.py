@@ -161,9 +161,9 @@ def humanoid_zoo_block() -> dict[str, Any]:
     ``sb3-ppo-ext train`` parses it; the number of envs and ``normalize`` are left to the caller."""
     from rl_zoo3.exp_manager import ExperimentManager
 
-    from sb3_ppo_ext.zoo.experiment import default_config_path
-    from sb3_ppo_ext.zoo.hyperparams import check_config_document, preprocess_block
-    from sb3_ppo_ext.zoo.safe_yaml import load_yaml_file
+    from sb3_ppo_ext.zoo.config.blocks import check_config_document, preprocess_block
+    from sb3_ppo_ext.zoo.config.yaml_files import load_yaml_file
+    from sb3_ppo_ext.zoo.registration import default_config_path
 
     path = default_config_path()
     block = check_config_document(load_yaml_file(path), where=path)[HUMANOID]

@@ -51,7 +51,7 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecNormalize
 
 import sb3_ppo_ext  # noqa: F401  (registers the sb3_ppo_ext/ ids)
-from sb3_ppo_ext.shared_memory_vec_env import SharedMemoryVecEnv
+from sb3_ppo_ext.vec_env import SharedMemoryVecEnv
 
 BLOCKS: dict[str, str] = {
     "humanoid": "sb3_ppo_ext/Humanoid-v0",
@@ -73,9 +73,9 @@ def zoo_block(env_id: str) -> tuple[dict[str, Any], int, bool]:
     parsed as ``sb3-ppo-ext train`` parses it; and the block's ``n_envs`` and ``normalize``."""
     from rl_zoo3.exp_manager import ExperimentManager
 
-    from sb3_ppo_ext.zoo.experiment import default_config_path
-    from sb3_ppo_ext.zoo.hyperparams import check_config_document, preprocess_block
-    from sb3_ppo_ext.zoo.safe_yaml import load_yaml_file
+    from sb3_ppo_ext.zoo.config.blocks import check_config_document, preprocess_block
+    from sb3_ppo_ext.zoo.config.yaml_files import load_yaml_file
+    from sb3_ppo_ext.zoo.registration import default_config_path
 
     path = default_config_path()
     block = check_config_document(load_yaml_file(path), where=path)[env_id]

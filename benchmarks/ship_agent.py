@@ -38,8 +38,8 @@ from sb3_ppo_ext.pretrained import (
     read_agent,
 )
 from sb3_ppo_ext.zoo import SafeStoreDict
+from sb3_ppo_ext.zoo.config.run_files import load_run_yaml
 from sb3_ppo_ext.zoo.grid.collect import training_clock
-from sb3_ppo_ext.zoo.hyperparams import load_run_yaml
 from sb3_ppo_ext.zoo.packing import find_zoo_run, save_pretrained_from_run
 
 

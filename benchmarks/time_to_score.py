@@ -65,10 +65,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from sb3_ppo_ext.zoo.experiment import preferred_vec_env
 from sb3_ppo_ext.zoo.grid.cells import CELL_VEC_ENV, Cell
 from sb3_ppo_ext.zoo.grid.collect import cell_run_folder
 from sb3_ppo_ext.zoo.grid.run import sb3_ppo_ext_command
+from sb3_ppo_ext.zoo.vec_env_choice import preferred_vec_env
 
 #: The repository root: where the default reference config's path starts.
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

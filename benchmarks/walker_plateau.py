@@ -31,7 +31,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
 from sb3_ppo_ext import PPO
 from sb3_ppo_ext.callbacks.checkpoint import list_checkpoints, model_checkpoint_path
-from sb3_ppo_ext.zoo.hyperparams import check_run_folder
+from sb3_ppo_ext.zoo.config.run_files import check_run_folder
 from sb3_ppo_ext.zoo.loading import played_model_statistics
 from sb3_ppo_ext.zoo.packing import find_zoo_run
 

@@ -5,7 +5,7 @@ an allow-list instead (:func:`resolve_name`): torch activations and optimisers u
 names rl-zoo3's own configs use, and the public callbacks, wrappers, policies and buffers of a fixed list of
 modules (imported by name, :func:`importlib.import_module`, only when a name points into one of them: this module
 imports none of them itself, so it sits below our callbacks and wrappers). A name outside the list imports nothing.
-The config parser (:mod:`sb3_ppo_ext.zoo.safe_eval`), the config checks and the loader of shipped agents
+The config parser (:mod:`sb3_ppo_ext.zoo.config.expressions`), the config checks and the loader of shipped agents
 (:mod:`sb3_ppo_ext.pretrained`) all resolve names here.
 """
 

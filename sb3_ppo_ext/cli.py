@@ -1,8 +1,8 @@
 """``sb3-ppo-ext``: train, tune, watch, record, export and plot zoo-style runs of our PPO (``ppo_ext``), and run
 multi-seed learning grids.
 
-The entry point: it reads the command name and ``--debug``, runs the command (:mod:`sb3_ppo_ext.zoo.commands`, or
-:mod:`sb3_ppo_ext.zoo.grid.cli` for ``grid``) and turns a user error into one line. The command needs the ``zoo``
+The entry point: it reads the command name and ``--debug``, runs the command (:func:`sb3_ppo_ext.zoo.commands.by_name`)
+and turns a user error into one line. The command needs the ``zoo``
 extra (rl-zoo3).
 """
 
@@ -12,7 +12,7 @@ import difflib
 import os
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import NoReturn
 
 from gymnasium.error import Error as GymnasiumError
@@ -20,9 +20,8 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 
 from sb3_ppo_ext.callbacks._render_env import headless_sdl_settings
 from sb3_ppo_ext.zoo import commands
-from sb3_ppo_ext.zoo.experiment import TrainingStopped
-from sb3_ppo_ext.zoo.grid import cli as grid_cli
 from sb3_ppo_ext.zoo.options import DEBUG_OPTION
+from sb3_ppo_ext.zoo.stopping import TrainingStopped
 
 USAGE = """usage: sb3-ppo-ext COMMAND [options]
 
@@ -87,36 +86,11 @@ def fail(message: str, program: str = "sb3-ppo-ext") -> NoReturn:
     raise SystemExit(2)
 
 
-def _commands() -> dict[str, Callable[[Sequence[str]], None]]:
-    """The commands by name, looked up in :mod:`sb3_ppo_ext.zoo.commands` when called."""
-    return {
-        "train": commands.train,
-        "optimize": lambda argv: commands.train(argv, optimize=True),
-        "enjoy": commands.enjoy,
-        "record-video": commands.record_video,
-        "export": commands.export,
-        "plot": commands.plot,
-        "grid": grid,
-    }
-
-
-def grid(argv: Sequence[str]) -> None:
-    """``sb3-ppo-ext grid``: the learning grids' command line (:func:`sb3_ppo_ext.zoo.grid.cli.main`), with a grid
-    file's relative ``conf`` and ``trained_agent`` paths starting from the current directory.
-
-    :param argv: the arguments after ``grid`` (``run GRID --root R --jobs 2``, ``collect ...``, ``report ...``).
-    :raises SystemExit: with the subcommand's exit status when it is not 0.
-    """
-    status = grid_cli.main(argv, prog="sb3-ppo-ext grid")
-    if status:
-        raise SystemExit(status)
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of ``sb3-ppo-ext`` and ``python -m sb3_ppo_ext``.
 
     A user error (:func:`is_user_error`) ends the command in one line with exit status 2, unless ``--debug`` is given;
-    training stopped by SIGTERM or a failed env worker (:class:`~sb3_ppo_ext.zoo.experiment.TrainingStopped`, the
+    training stopped by SIGTERM or a failed env worker (:class:`~sb3_ppo_ext.zoo.stopping.TrainingStopped`, the
     model saved) ends it in one line with the exit status of the cause (143 for SIGTERM, 1 for a worker).
 
     :param argv: arguments after the program name (default: ``sys.argv[1:]``).
@@ -128,14 +102,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(USAGE)
         return
     command, rest = argv[0], argv[1:]
-    commands = _commands()
-    if command not in commands:
-        near = difflib.get_close_matches(command, list(commands), n=1)
+    by_name = commands.by_name()
+    if command not in by_name:
+        near = difflib.get_close_matches(command, list(by_name), n=1)
         hint = f" (did you mean {near[0]!r}?)" if near else ""
-        fail(f"unknown command {command!r}{hint}; commands: {', '.join(commands)}")
+        fail(f"unknown command {command!r}{hint}; commands: {', '.join(by_name)}")
     os.environ.update(headless_sdl_settings())
     try:
-        commands[command](rest)
+        by_name[command](rest)
     except TrainingStopped as stopped:  # saved what it had trained; says so, and why it stopped
         print(f"sb3-ppo-ext {command}: stopped: {one_line(str(stopped))}", file=sys.stderr)
         raise SystemExit(stopped.exit_status) from None

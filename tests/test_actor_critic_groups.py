@@ -14,7 +14,7 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor, MlpExtr
 from sb3_ppo_ext import PPO
 from sb3_ppo_ext.ppo import actor_critic_groups
 from sb3_ppo_ext.ppo.optim import ClippedStep, fused_kernel_devices
-from sb3_ppo_ext.zoo.hyperparams import preprocess_block
+from sb3_ppo_ext.zoo.config.blocks import preprocess_block
 
 
 def _one_step_model(**kwargs) -> PPO:

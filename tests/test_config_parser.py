@@ -16,8 +16,7 @@ from torch import nn, optim
 
 from sb3_ppo_ext import PPO
 from sb3_ppo_ext.allow_list import allowed_names, resolve_name
-from sb3_ppo_ext.zoo.experiment import default_config_path, parse_key_value_arguments
-from sb3_ppo_ext.zoo.hyperparams import (
+from sb3_ppo_ext.zoo.config.blocks import (
     MAX_N_ENVS,
     MAX_ROLLOUT_TRANSITIONS,
     ZOO_KEYS,
@@ -25,14 +24,14 @@ from sb3_ppo_ext.zoo.hyperparams import (
     check_block_values,
     check_class_paths,
     check_config_document,
-    check_run_folder,
-    load_run_yaml,
     number_from_text,
     preprocess_block,
     valid_keys,
 )
-from sb3_ppo_ext.zoo.safe_eval import parse_expression
-from sb3_ppo_ext.zoo.safe_yaml import (
+from sb3_ppo_ext.zoo.config.command_line import parse_key_value_arguments
+from sb3_ppo_ext.zoo.config.expressions import parse_expression
+from sb3_ppo_ext.zoo.config.run_files import check_run_folder, load_run_yaml
+from sb3_ppo_ext.zoo.config.yaml_files import (
     MAX_YAML_BYTES,
     MAX_YAML_DEPTH,
     MAX_YAML_EXPANDED_CHARACTERS,
@@ -40,6 +39,7 @@ from sb3_ppo_ext.zoo.safe_yaml import (
     load_yaml,
     load_yaml_file,
 )
+from sb3_ppo_ext.zoo.registration import default_config_path
 from sb3_ppo_ext.zoo.sampler import convert_ppo_ext_params, sample_ppo_ext_params
 
 #: A resource bomb must be refused within these CPU seconds and this growth of the process's peak memory (the attacks

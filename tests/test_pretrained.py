@@ -206,7 +206,7 @@ def test_enjoy_plays_several_episodes_by_default_and_sums_them_up(pendulum_agent
 
 
 def test_episode_lines_and_summary_say_how_each_ended_and_the_success_rate():
-    from sb3_ppo_ext.zoo.commands import episode_line, episodes_summary
+    from sb3_ppo_ext.zoo.pretrained_commands import episode_line, episodes_summary
 
     landings = [
         {"return": 200.0, "length": 230, "truncated": False, "success": True},

@@ -25,7 +25,7 @@ from ray.cluster_utils import Cluster  # noqa: E402
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
 
 from sb3_ppo_ext import PPO  # noqa: E402
-from sb3_ppo_ext.vec_env import (  # noqa: E402
+from sb3_ppo_ext.vec_env.ray_vec_env import (  # noqa: E402
     EnvActorLostError,
     EnvGroup,
     RayVecEnv,
@@ -348,7 +348,7 @@ def test_node_removed_mid_run(cluster):
 def test_vec_env_settings_choose_ray_vec_env_with_its_address():
     from argparse import Namespace
 
-    from sb3_ppo_ext.zoo.experiment import vec_env_settings
+    from sb3_ppo_ext.zoo.vec_env_choice import vec_env_settings
 
     args = Namespace(vec_env_kwargs={"envs_per_actor": 4}, ray_address="auto")
     assert vec_env_settings("ray", DummyVecEnv, args) == (RayVecEnv, {"envs_per_actor": 4, "address": "auto"})

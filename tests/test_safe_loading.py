@@ -521,7 +521,7 @@ def test_every_statistics_pickle_of_a_run_has_its_plain_twin(trained_run):
 
 
 def test_the_evaluation_saves_a_plain_twin_with_each_statistics_pickle(tmp_path):
-    from sb3_ppo_ext.zoo.experiment import SaveVecNormalizeStatisticsCallback
+    from sb3_ppo_ext.zoo.safe_run_files import SaveVecNormalizeStatisticsCallback
 
     model = small_ppo()
     callback = SaveVecNormalizeStatisticsCallback(save_freq=1, save_path=str(tmp_path))
@@ -534,7 +534,7 @@ def test_the_evaluation_saves_a_plain_twin_with_each_statistics_pickle(tmp_path)
 def test_a_new_best_model_keeps_its_statistics_beside_it_while_training_moves_on(tmp_path):
     from types import SimpleNamespace
 
-    from sb3_ppo_ext.zoo.experiment import SaveVecNormalizeStatisticsCallback
+    from sb3_ppo_ext.zoo.safe_run_files import SaveVecNormalizeStatisticsCallback
 
     model = small_ppo()
     callback = SaveVecNormalizeStatisticsCallback(save_freq=1, save_path=str(tmp_path / ENV))
@@ -573,7 +573,7 @@ def test_the_statistics_saved_with_the_played_model_are_chosen(tmp_path):
 def test_the_best_model_and_a_checkpoint_are_played_and_exported_with_their_own_statistics(
     trained_run, tmp_path, capsys, monkeypatch, no_unpickling
 ):
-    import sb3_ppo_ext.zoo.commands
+    import sb3_ppo_ext.zoo.run_commands
 
     folder = str(trained_run)
     run = trained_run / "ppo_ext" / f"{ENV}_1"
@@ -583,7 +583,7 @@ def test_the_best_model_and_a_checkpoint_are_played_and_exported_with_their_own_
     assert "rl_model_vecnormalize_256_steps.pkl" in capsys.readouterr().out
     exported = {}
     monkeypatch.setattr(
-        sb3_ppo_ext.zoo.commands,
+        sb3_ppo_ext.zoo.run_commands,
         "export_onnx",
         lambda model, output, statistics=None, **kwargs: exported.update(statistics=statistics),
     )

@@ -26,7 +26,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 
 import sb3_ppo_ext.envs  # noqa: F401  (registers the sb3_ppo_ext/ ids)
 from sb3_ppo_ext import PPO
-from sb3_ppo_ext.shared_memory_vec_env import (
+from sb3_ppo_ext.vec_env.shared_memory_vec_env import (
     SEGMENT_PREFIX,
     EnvWorkerError,
     SharedMemoryVecEnv,
@@ -41,7 +41,7 @@ def forkserver_with_imports_done():
     of it rather than a fresh interpreter importing torch (seconds each on a loaded machine). No effect if the
     forkserver of this process is running already (then workers import as usual)."""
     mp.get_context("forkserver").set_forkserver_preload(
-        ["__main__", "sb3_ppo_ext.shared_memory_vec_env", "sb3_ppo_ext.envs.walker2d", __name__]
+        ["__main__", "sb3_ppo_ext.vec_env.shared_memory_vec_env", "sb3_ppo_ext.envs.walker2d", __name__]
     )
     yield
 

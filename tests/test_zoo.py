@@ -440,7 +440,7 @@ def test_misspelt_hyperparams_override_is_refused(tmp_path, user_error):
 
 
 def test_train_defaults_come_first_so_user_options_win():
-    from sb3_ppo_ext.zoo.commands import _zoo_train_argv
+    from sb3_ppo_ext.zoo.train_command import _zoo_train_argv
 
     argv = _zoo_train_argv(["--env", "CartPole-v1"], optimize=False)
     assert argv == ["--algo", "ppo_ext", "--conf-file", BUNDLED_CONFIG, "--progress", "--env", "CartPole-v1"]

@@ -15,16 +15,11 @@ import yaml
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 
 from sb3_ppo_ext.cli import main
-from sb3_ppo_ext.shared_memory_vec_env import EnvWorkerError, SharedMemoryVecEnv
-from sb3_ppo_ext.zoo import experiment
-from sb3_ppo_ext.zoo.experiment import (
-    PREFERRED_VEC_ENVS,
-    SafeExperimentManager,
-    default_config_path,
-    preferred_vec_env,
-    register_algorithm,
-    shared_memory_vec_env,
-)
+from sb3_ppo_ext.vec_env.shared_memory_vec_env import EnvWorkerError, SharedMemoryVecEnv
+from sb3_ppo_ext.zoo import vec_env_choice
+from sb3_ppo_ext.zoo.experiment import SafeExperimentManager
+from sb3_ppo_ext.zoo.registration import default_config_path, register_algorithm
+from sb3_ppo_ext.zoo.vec_env_choice import PREFERRED_VEC_ENVS, preferred_vec_env, shared_memory_vec_env
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -39,7 +34,7 @@ def forkserver_with_imports_done():
     """Have the forkserver import SB3 and the VecEnv once, so that each worker is a fork of it rather than a fresh
     interpreter importing torch (no effect if this process's forkserver is running already)."""
     mp.get_context("forkserver").set_forkserver_preload(
-        ["sb3_ppo_ext.shared_memory_vec_env", "stable_baselines3.common.env_util"]
+        ["sb3_ppo_ext.vec_env.shared_memory_vec_env", "stable_baselines3.common.env_util"]
     )
     yield
 
@@ -61,7 +56,7 @@ class UnstartableSharedMemoryVecEnv(SharedMemoryVecEnv):
 
 @pytest.fixture
 def shared_memory_unavailable(monkeypatch):
-    monkeypatch.setattr(experiment, "SharedMemoryVecEnv", UnstartableSharedMemoryVecEnv)
+    monkeypatch.setattr(vec_env_choice, "SharedMemoryVecEnv", UnstartableSharedMemoryVecEnv)
 
 
 def manager(env_id: str, vec_env: str | None, **options) -> SafeExperimentManager:
@@ -208,7 +203,7 @@ def test_an_env_that_fails_to_build_is_an_error_not_a_fallback(monkeypatch):
     def env_raises(env_fns, **kwargs):
         raise EnvWorkerError(0, 123, [0, 1], 1, "raised while being built")
 
-    monkeypatch.setattr(experiment, "SharedMemoryVecEnv", env_raises)
+    monkeypatch.setattr(vec_env_choice, "SharedMemoryVecEnv", env_raises)
     preferred = manager(HUMANOID, None)
     with pytest.raises(EnvWorkerError, match="env 1 in worker 0"):
         preferred.shared_memory_vec_env_or_dummy(cartpole_fns(2))

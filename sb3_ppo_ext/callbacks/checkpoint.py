@@ -23,6 +23,10 @@ from sb3_ppo_ext.ppo import PPO
 from sb3_ppo_ext.safe_loading import save_vecnormalize_statistics, statistics_path
 from sb3_ppo_ext.validation import check_int
 
+#: The name prefix of rl-zoo3's ``--save-freq`` checkpoints (SB3's ``CheckpointCallback`` default), and of
+#: :class:`RotatingCheckpointCallback`'s by default.
+DEFAULT_NAME_PREFIX = "rl_model"
+
 _STEPS_PATTERN = r"_(\d+)_steps\.zip"
 
 
@@ -44,17 +48,33 @@ class Checkpoint:
     statistics_path: str | None = None
 
 
+def checkpoint_file_name(name_prefix: str, num_timesteps: int | str) -> str:
+    """File name of the model zip of a checkpoint (SB3's ``CheckpointCallback`` naming); ``num_timesteps="*"`` gives
+    the glob pattern of every checkpoint of ``name_prefix``."""
+    return f"{name_prefix}_{num_timesteps}_steps.zip"
+
+
 def model_checkpoint_path(folder: str, name_prefix: str, num_timesteps: int) -> str:
     """Path of the model zip of a checkpoint (SB3's ``CheckpointCallback`` naming)."""
-    return os.path.join(folder, f"{name_prefix}_{num_timesteps}_steps.zip")
+    return os.path.join(folder, checkpoint_file_name(name_prefix, num_timesteps))
 
 
-def vecnormalize_checkpoint_path(folder: str, name_prefix: str, num_timesteps: int) -> str:
+def vecnormalize_checkpoint_path(folder: str, name_prefix: str, num_timesteps: int | str) -> str:
     """Path of the ``VecNormalize`` pickle of a checkpoint (SB3's ``CheckpointCallback`` naming)."""
     return os.path.join(folder, f"{name_prefix}_vecnormalize_{num_timesteps}_steps.pkl")
 
 
-def list_checkpoints(folder: str, name_prefix: str = "rl_model") -> list[Checkpoint]:
+def checkpoint_statistics_of(model_path: str) -> str | None:
+    """The ``VecNormalize`` pickle path saved with the checkpoint ``model_path`` (``<prefix>_<steps>_steps.zip`` ->
+    ``<prefix>_vecnormalize_<steps>_steps.pkl`` beside it), or ``None`` when ``model_path`` is not named as a
+    checkpoint."""
+    match = re.fullmatch(r"(?P<prefix>.+)" + _STEPS_PATTERN, os.path.basename(model_path))
+    if match is None:
+        return None
+    return vecnormalize_checkpoint_path(os.path.dirname(model_path), match["prefix"], int(match.group(2)))
+
+
+def list_checkpoints(folder: str, name_prefix: str = DEFAULT_NAME_PREFIX) -> list[Checkpoint]:
     """The complete checkpoints in ``folder``, oldest first.
 
     The model zip is written last, so a zip on disk means its checkpoint is complete; temporary files of an
@@ -62,7 +82,7 @@ def list_checkpoints(folder: str, name_prefix: str = "rl_model") -> list[Checkpo
     """
     pattern = re.compile(re.escape(name_prefix) + _STEPS_PATTERN + "$")
     found = []
-    for path in glob.glob(os.path.join(glob.escape(folder), f"{glob.escape(name_prefix)}_*_steps.zip")):
+    for path in glob.glob(os.path.join(glob.escape(folder), checkpoint_file_name(glob.escape(name_prefix), "*"))):
         match = pattern.fullmatch(os.path.basename(path))
         if match is None:
             continue
@@ -108,7 +128,7 @@ def checkpoint_defect(checkpoint: Checkpoint, *, needs_statistics: bool) -> str 
 
 
 def find_latest_checkpoint(
-    folder: str, name_prefix: str = "rl_model", *, needs_statistics: bool | None = None
+    folder: str, name_prefix: str = DEFAULT_NAME_PREFIX, *, needs_statistics: bool | None = None
 ) -> Checkpoint | None:
     """The newest intact checkpoint in ``folder`` (``None`` when there is none or the folder does not exist).
 
@@ -137,7 +157,7 @@ def resume_from_checkpoint(
     folder: str,
     env: VecEnv,
     algorithm: type[BaseAlgorithm] | None = None,
-    name_prefix: str = "rl_model",
+    name_prefix: str = DEFAULT_NAME_PREFIX,
     **load_kwargs: Any,
 ) -> BaseAlgorithm:
     """Load the newest checkpoint of ``folder`` to continue training where it stopped.
@@ -235,7 +255,7 @@ class RotatingCheckpointCallback(CheckpointCallback):
         save_freq: int,
         save_path: str,
         keep_last: int | None = 5,
-        name_prefix: str = "rl_model",
+        name_prefix: str = DEFAULT_NAME_PREFIX,
         save_vecnormalize: bool = True,
         save_on_training_end: bool = True,
         verbose: int = 0,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
@@ -10,9 +9,7 @@ import torch as th
 from gymnasium import spaces
 from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.policies import ActorCriticCnnPolicy, ActorCriticPolicy, BasePolicy, MultiInputActorCriticPolicy
-from stable_baselines3.common.save_util import load_from_zip_file
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
 from stable_baselines3.common.utils import FloatSchedule, explained_variance
 from stable_baselines3.common.vec_env import VecEnv
@@ -22,11 +19,13 @@ from sb3_ppo_ext.ppo.adaptive import KLAdaptiveLearningRate, KLPenaltyController
 from sb3_ppo_ext.ppo.collection import collect_with_numpy_actor
 from sb3_ppo_ext.ppo.compiled import CompiledOrEager
 from sb3_ppo_ext.ppo.evaluation import ActionEvaluator
-from sb3_ppo_ext.ppo.loss import OBJECTIVES, LossCoefficients, LossStats, PPOLoss
+from sb3_ppo_ext.ppo.loss import LossCoefficients, LossStats, PPOLoss
 from sb3_ppo_ext.ppo.non_finite import CollectionGuard, check_filled_buffer
 from sb3_ppo_ext.ppo.numpy_policy import NumpyActorCritic, one_blas_thread
 from sb3_ppo_ext.ppo.optimizer_groups import OptimizerGroups
 from sb3_ppo_ext.ppo.rollout import UpdateRollout
+from sb3_ppo_ext.ppo.saved_state import SavedState
+from sb3_ppo_ext.ppo.settings import CheckedSettings
 from sb3_ppo_ext.ppo.std_schedule import LogStdSchedule, LogStdSetting
 from sb3_ppo_ext.ppo.threads import (
     AUTO,
@@ -37,23 +36,13 @@ from sb3_ppo_ext.ppo.threads import (
     usable_cores,
 )
 from sb3_ppo_ext.validation import (
-    MAX_N_EPOCHS,
-    MAX_ROLLOUT_TRANSITIONS,
     HyperparameterError,
-    check_choice,
-    check_int,
-    check_kwargs,
-    check_number,
-    check_policy_kwargs,
-    check_positive,
-    check_schedule,
-    check_subclass,
 )
 
 SelfPPO = TypeVar("SelfPPO", bound="PPO")
 
 
-class PPO(OnPolicyAlgorithm):
+class PPO(SavedState, CheckedSettings):
     """Proximal Policy Optimization (Schulman et al. 2017, https://arxiv.org/abs/1707.06347), a drop-in for SB3's PPO.
 
     Objectives (``objective``): ``"clip"`` is the clipped surrogate, exactly SB3's PPO (the default);
@@ -70,7 +59,9 @@ class PPO(OnPolicyAlgorithm):
     KL is computed in closed form against the distribution that collected the data (Gaussian, gSDE, categorical,
     multi-categorical, Bernoulli), with the k3 sample estimate for any other distribution.
 
-    The update reads like SB3's ``train()``: the minibatch loss is a :class:`~sb3_ppo_ext.ppo.loss.PPOLoss` built once
+    Its settings are checked by :class:`~sb3_ppo_ext.ppo.settings.CheckedSettings` and its saving and loading
+    extended by :class:`~sb3_ppo_ext.ppo.saved_state.SavedState`; this class holds the algorithm. The update reads
+    like SB3's ``train()``: the minibatch loss is a :class:`~sb3_ppo_ext.ppo.loss.PPOLoss` built once
     per policy, which evaluates the actions through the policy's :class:`~sb3_ppo_ext.ppo.evaluation.ActionEvaluator`;
     the optimizer steps through :class:`~sb3_ppo_ext.ppo.optimizer_groups.OptimizerGroups`; the adaptive rules are
     :class:`~sb3_ppo_ext.ppo.adaptive.KLPenaltyController` and :class:`~sb3_ppo_ext.ppo.adaptive.KLAdaptiveLearningRate`.
@@ -269,126 +260,6 @@ class PPO(OnPolicyAlgorithm):
 
     # ------------------------------------------------------------------ set-up
 
-    def _validate_hyperparameters(self) -> None:
-        """Raise :class:`HyperparameterError` (a ``ValueError`` and, like SB3's asserts, an ``AssertionError``) naming
-        the parameter, the value and the rule for any invalid setting. Integer settings given as integral floats
-        (``2048.0``, ``1e3``: YAML) are stored as ints. Schedules are checked at the start and the end of training
-        (:func:`~sb3_ppo_ext.validation.check_schedule`); sizes against the limits of :mod:`sb3_ppo_ext.validation`."""
-        check_schedule("learning_rate", self.learning_rate)
-        rollout = "a rollout holds n_steps * n_envs transitions, e.g. 2048 * 1"
-        self.n_steps = check_int(
-            "n_steps",
-            self.n_steps,
-            minimum=1,
-            maximum=MAX_ROLLOUT_TRANSITIONS,
-            limit="MAX_ROLLOUT_TRANSITIONS",
-            hint=f"the steps per env in a rollout; {rollout}",
-        )
-        self.batch_size = check_int(
-            "batch_size",
-            self.batch_size,
-            minimum=1,
-            maximum=MAX_ROLLOUT_TRANSITIONS,
-            limit="MAX_ROLLOUT_TRANSITIONS",
-            hint=f"the minibatch size, at most a rollout; {rollout}",
-        )
-        self.n_epochs = check_int(
-            "n_epochs",
-            self.n_epochs,
-            minimum=1,
-            maximum=MAX_N_EPOCHS,
-            limit="MAX_N_EPOCHS",
-            hint="the passes over each rollout, 3 to 30 in practice (the length of training is learn(total_timesteps))",
-        )
-        self.sde_sample_freq = check_int("sde_sample_freq", self.sde_sample_freq, minimum=-1)
-        self._stats_window_size = check_int("stats_window_size", self._stats_window_size, minimum=1)
-        check_number("gamma", self.gamma, low=0.0, high=1.0)
-        check_number("gae_lambda", self.gae_lambda, low=0.0, high=1.0)
-        check_schedule("clip_range", self.clip_range)
-        if self.clip_range_vf is not None:
-            check_schedule("clip_range_vf", self.clip_range_vf)
-        check_policy_kwargs(self.policy_kwargs, policy_class=self.policy_class)
-        if self.rollout_buffer_class is not None:
-            check_subclass(
-                "rollout_buffer_class",
-                self.rollout_buffer_class,
-                "stable_baselines3.common.buffers.RolloutBuffer",
-                "stable_baselines3.common.buffers.RolloutBuffer",
-            )
-        check_kwargs("rollout_buffer_kwargs", self.rollout_buffer_kwargs)
-        check_number("ent_coef", self.ent_coef)
-        check_number("vf_coef", self.vf_coef, low=0.0)
-        check_positive("max_grad_norm", self.max_grad_norm)
-        if self.target_kl is not None:
-            check_positive("target_kl", self.target_kl)
-        if self.normalize_advantage and self.batch_size < 2:
-            raise HyperparameterError(
-                f"batch_size must be > 1 when normalize_advantage=True (advantages are normalised per minibatch), "
-                f"got {self.batch_size}"
-            )
-        check_choice("objective", self.objective, OBJECTIVES)
-        if self.log_std_schedule is not None:
-            try:
-                LogStdSchedule(self.log_std_schedule)
-            except ValueError as error:
-                raise HyperparameterError(str(error)) from None
-        self.kl_penalty = KLPenaltyController.from_keywords(self)
-        if self.objective == "kl_penalty" and self.kl_coef == 0.0 and self.kl_penalty_target is None:
-            raise HyperparameterError(
-                "objective='kl_penalty' with kl_coef=0 and kl_penalty_target=None has neither clipping nor a penalty: "
-                "set kl_coef > 0, a kl_penalty_target, or objective='clip'"
-            )
-        self.adaptive_lr = KLAdaptiveLearningRate.from_keywords(self)
-        if not callable(self.learning_rate):
-            self.adaptive_lr.check_start(self.learning_rate)
-        if self.vf_learning_rate is not None:
-            check_schedule("vf_learning_rate", self.vf_learning_rate)
-        if self.vf_max_grad_norm is not None:
-            check_positive("vf_max_grad_norm", self.vf_max_grad_norm)
-        for name in ("fast_collect", "direct_evaluation", "compile_update", "normalize_advantage"):
-            if not isinstance(getattr(self, name), bool):
-                raise HyperparameterError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        if self.env is not None:
-            self._validate_rollout_size(self.env.num_envs)
-
-    def _validate_rollout_size(self, n_envs: int) -> None:
-        """The checks of ``n_steps * n_envs`` against the limits and the minibatch size (SB3's, as errors or warnings)."""
-        buffer_size = n_envs * self.n_steps
-        if buffer_size > MAX_ROLLOUT_TRANSITIONS:
-            raise HyperparameterError(
-                f"n_steps * n_envs must be <= {MAX_ROLLOUT_TRANSITIONS} transitions per rollout "
-                f"(MAX_ROLLOUT_TRANSITIONS), got {self.n_steps} * {n_envs} = {buffer_size}: lower n_steps"
-            )
-        if self.normalize_advantage and buffer_size < 2:
-            raise HyperparameterError(
-                f"n_steps * n_envs must be > 1 when normalize_advantage=True (advantages are normalised per "
-                f"minibatch), got n_steps={self.n_steps} and n_envs={n_envs}"
-            )
-        # As SB3: a batch_size above the rollout size only warns (below); each epoch is then one minibatch of the
-        # whole rollout.
-        if buffer_size % self.batch_size > 0:
-            warnings.warn(
-                f"You have specified a mini-batch size of {self.batch_size}, but because the `RolloutBuffer` is of "
-                f"size `n_steps * n_envs = {buffer_size}`, after every {buffer_size // self.batch_size} untruncated "
-                f"mini-batches, there will be a truncated mini-batch of size {buffer_size % self.batch_size}\n"
-                f"We recommend using a `batch_size` that is a factor of `n_steps * n_envs`.\n"
-                f"Info: (n_steps={self.n_steps} and n_envs={n_envs})"
-            )
-
-    def _excluded_save_params(self) -> list[str]:
-        # The controllers are saved as their state (``save``); the loss and the guard around the env are rebuilt.
-        excluded = ["kl_penalty", "adaptive_lr", "update_loss", "std_schedule", "collection_guard"]
-        return [*super()._excluded_save_params(), *excluded]
-
-    def save(self, path: Any, exclude: Any = None, include: Any = None) -> None:
-        """SB3's, with the adaptive rules' state saved as plain numbers (``adaptive_state``, readable without
-        unpickling) in place of the controller objects."""
-        self.adaptive_state = {"kl_coef": self.kl_penalty.coef, "learning_rate": self.adaptive_lr.learning_rate}
-        try:
-            super().save(path, exclude=exclude, include=include)
-        finally:
-            del self.adaptive_state
-
     def _setup_model(self) -> None:
         super()._setup_model()
         self.clip_range = FloatSchedule(self.clip_range)
@@ -415,36 +286,6 @@ class PPO(OnPolicyAlgorithm):
                 self.std_schedule.freeze(self.policy, self._current_progress_remaining)
             except ValueError as error:
                 raise HyperparameterError(str(error)) from None
-
-    @property
-    def separate_critic(self) -> bool:
-        """Whether the critic has its own learning rate or gradient clip (its own optimizer parameter group)."""
-        return self.vf_learning_rate is not None or self.vf_max_grad_norm is not None
-
-    def get_parameters(self) -> dict[str, dict]:
-        """SB3's, with a separate critic's two-group optimizer state written as SB3's one group (see
-        :mod:`~sb3_ppo_ext.ppo.actor_critic_groups`), so that SB3's PPO can load the saved model."""
-        params = super().get_parameters()
-        if self.separate_critic and "policy.optimizer" in params:
-            params["policy.optimizer"] = actor_critic_groups.to_single_group(params["policy.optimizer"], self.policy)
-        return params
-
-    def set_parameters(
-        self, load_path_or_dict: str | dict[str, Any], exact_match: bool = True, device: th.device | str = "auto"
-    ) -> None:
-        """SB3's; a one-group optimizer state (ours saved by :meth:`get_parameters`, or SB3's) goes into a separate
-        critic's two groups, each Adam moment to its own parameter."""
-        if self.separate_critic:
-            if isinstance(load_path_or_dict, dict):
-                params = dict(load_path_or_dict)
-            else:
-                _, params, _ = load_from_zip_file(load_path_or_dict, device=device)
-            state = params.get("policy.optimizer")
-            if state is not None and len(state["param_groups"]) == 1:
-                critic_lr = self.policy.optimizer.param_groups[1]["lr"]
-                params["policy.optimizer"] = actor_critic_groups.to_groups(state, self.policy, critic_lr)
-            load_path_or_dict = params
-        super().set_parameters(load_path_or_dict, exact_match=exact_match, device=device)
 
     @property
     def adaptive_learning_rate(self) -> float | None:

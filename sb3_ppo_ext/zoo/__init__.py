@@ -4,6 +4,8 @@ Importing this package imports rl-zoo3 (install the ``zoo`` extra).
 """
 
 from sb3_ppo_ext.allow_list import allowed_names
+from sb3_ppo_ext.zoo.config.blocks import check_block_keys, preprocess_block, valid_keys
+from sb3_ppo_ext.zoo.config.expressions import parse_expression
 from sb3_ppo_ext.zoo.experiment import (
     ALGORITHM_NAME,
     SafeExperimentManager,
@@ -11,8 +13,6 @@ from sb3_ppo_ext.zoo.experiment import (
     default_config_path,
     register_algorithm,
 )
-from sb3_ppo_ext.zoo.hyperparams import check_block_keys, preprocess_block, valid_keys
-from sb3_ppo_ext.zoo.safe_eval import parse_expression
 
 __all__ = [
     "ALGORITHM_NAME",

@@ -1,177 +1,49 @@
-"""rl-zoo3's ExperimentManager with safe config handling, and the registration of ``ppo_ext`` in rl-zoo3."""
+"""rl-zoo3's ExperimentManager with safe config handling: :class:`SafeExperimentManager`, made of one part per job
+(:class:`~sb3_ppo_ext.zoo.stopping.StoppableExperiment`, :class:`~sb3_ppo_ext.zoo.resume.ResumableExperiment`,
+:class:`~sb3_ppo_ext.zoo.vec_env_choice.VecEnvChoosingExperiment`,
+:class:`~sb3_ppo_ext.zoo.safe_run_files.SafeRunFilesExperiment`) and the config checks of
+:mod:`~sb3_ppo_ext.zoo.config`."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
+import importlib
 import inspect
 import os
-import re
 import shutil
-import signal
 import sys
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
-from pprint import pprint
-from typing import Any, cast
+from typing import Any
 
 import gymnasium as gym
 import yaml
-from rl_zoo3 import exp_manager, hyperparams_opt
-from rl_zoo3.callbacks import SaveVecNormalizeCallback
-from rl_zoo3.exp_manager import ExperimentManager
+from rl_zoo3 import hyperparams_opt
 from rl_zoo3.utils import ALGOS
 from stable_baselines3.common.base_class import BaseAlgorithm
-from stable_baselines3.common.callbacks import CheckpointCallback, EvalCallback
-from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecNormalize
+from stable_baselines3.common.vec_env import VecEnv
 
-from sb3_ppo_ext import zoo_configs
-from sb3_ppo_ext.allow_list import nearest_short_name
-from sb3_ppo_ext.callbacks import LiveViewCallback, RotatingCheckpointCallback, VideoRecorderCallback
-from sb3_ppo_ext.ppo import PPO
+from sb3_ppo_ext.callbacks import LiveViewCallback, VideoRecorderCallback
 from sb3_ppo_ext.pretrained.saving import recorded_env_kwargs
-from sb3_ppo_ext.safe_loading import (
-    load_vecnormalize_without_pickles,
-    load_without_pickles,
-    refusal,
-    save_vecnormalize_statistics,
-    statistics_path,
-    statistics_saved,
+from sb3_ppo_ext.zoo.config.reading import (
+    DeferredPrint,
+    check_read_block,
+    check_yaml_config_path,
+    read_config_document,
+    reading_document,
+    sorted_block,
 )
-from sb3_ppo_ext.shared_memory_vec_env import EnvWorkerError, SharedMemoryVecEnv
-from sb3_ppo_ext.validation import HyperparameterError
-from sb3_ppo_ext.zoo.hyperparams import (
-    check_block_keys,
-    check_block_values,
-    check_config_document,
-    check_policy_arguments,
-    number_keys,
-    preprocess_block,
-    valid_keys,
-)
-from sb3_ppo_ext.zoo.loading import BEST_MODEL_STATISTICS
-from sb3_ppo_ext.zoo.resume import (
-    ResumePoint,
-    continued_monitors,
-    find_resume_point,
-    record_run_plan,
-    restore_evaluation_history,
-    run_settings,
-)
-from sb3_ppo_ext.zoo.runs import holds_only_setup_files
-from sb3_ppo_ext.zoo.safe_eval import UnknownNameError, parse_expression
-from sb3_ppo_ext.zoo.safe_yaml import load_yaml_file
-from sb3_ppo_ext.zoo.sampler import convert_ppo_ext_params, sample_ppo_ext_params
-
-#: Name of our PPO in rl-zoo3's registry (``--algo ppo_ext``, run folders ``logs/ppo_ext/...``).
-ALGORITHM_NAME = "ppo_ext"
-#: Exit status of ``train`` stopped by SIGTERM (the shell's convention: 128 + the signal's number).
-SIGTERM_EXIT_STATUS = 128 + signal.SIGTERM
-#: Exit status of ``train`` stopped by a failed env worker.
-WORKER_FAILURE_EXIT_STATUS = 1
-
-
-class TrainingStopped(Exception):
-    """Training stopped before its budget, by SIGTERM or by an env (worker) that failed; the model and its
-    ``VecNormalize`` statistics were saved to the run folder first, when it had trained, so that ``train --resume``
-    continues from them. The command line prints the message in one line and exits with :attr:`exit_status`.
-
-    :param message: what stopped training, and what was saved where.
-    :param exit_status: the command's exit status (:data:`SIGTERM_EXIT_STATUS`, :data:`WORKER_FAILURE_EXIT_STATUS`).
-    """
-
-    def __init__(self, message: str, exit_status: int) -> None:
-        super().__init__(message)
-        self.exit_status = exit_status
-
-
-class TerminationRequested(KeyboardInterrupt):
-    """SIGTERM (a cluster scheduler, ``docker stop``, a grid being stopped) raised while a model learns, as Ctrl-C
-    raises ``KeyboardInterrupt``: training stops and the model is saved as after Ctrl-C."""
-
-
-@contextmanager
-def sigterm_stops_training(on_signal: Callable[[], None]) -> Iterator[None]:
-    """While the block runs, SIGTERM calls ``on_signal`` and raises :class:`TerminationRequested` in the main thread;
-    a second SIGTERM ends the process at once (the signal's default). Off the main thread, nothing changes (Python
-    runs signal handlers in the main thread only).
-
-    :param on_signal: called first, to record that training was stopped by the signal.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.getsignal(signal.SIGTERM)
-
-    def stop(signum: int, frame: Any) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        on_signal()
-        raise TerminationRequested("SIGTERM")
-
-    signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def default_config_path() -> str:
-    """Path of the bundled ``ppo_ext.yml`` (package data of ``sb3_ppo_ext.zoo_configs``)."""
-    return str(Path(zoo_configs.__file__).with_name("ppo_ext.yml"))
-
-
-def register_algorithm() -> None:
-    """Make ``ppo_ext`` a first-class rl-zoo3 algorithm (idempotent); SB3's algorithms stay available.
-
-    Adds our PPO to ``rl_zoo3.ALGOS`` and its Optuna sampler / converter to ``rl_zoo3.hyperparams_opt``, the
-    documented way to run a third-party algorithm with rl-zoo3.
-    """
-    ALGOS[ALGORITHM_NAME] = PPO
-    hyperparams_opt.HYPERPARAMS_SAMPLER.setdefault(ALGORITHM_NAME, sample_ppo_ext_params)
-    hyperparams_opt.HYPERPARAMS_CONVERTER[ALGORITHM_NAME] = convert_ppo_ext_params
-
-
-def parse_key_value_arguments(values: list[str], *, option: str) -> dict[str, Any]:
-    """Parse ``key:value`` command-line items, each value with :func:`parse_expression` (rl-zoo3 uses ``eval``).
-
-    A value that is one unknown name, such as ``objective:kl_penalty``, is refused with the quoting that makes it a
-    string on the command line (``objective:"'kl_penalty'"``: the shell removes the outer quotes).
-    """
-    parsed: dict[str, Any] = {}
-    for item in values:
-        key, separator, text = item.partition(":")
-        if not separator or not key:
-            raise ValueError(f"{option}: expected key:value items, got {item!r}")
-        try:
-            parsed[key] = parse_expression(text, what=f"{option} {key}")
-        except UnknownNameError as error:
-            if error.name != text.strip() or nearest_short_name(error.name) is not None:
-                raise
-            raise ValueError(
-                f"{option} {key}: {error.name} is not an allowed name; string values need quotes: "
-                f"{key}:\"'{error.name}'\" (the shell removes the outer ones)"
-            ) from None
-    return parsed
-
-
-class SafeStoreDict(argparse.Action):
-    """Drop-in for rl-zoo3's ``StoreDict`` (``--hyperparams``, ``--env-kwargs``) that never calls ``eval``."""
-
-    def __init__(self, option_strings: list[str], dest: str, nargs: Any = None, **kwargs: Any) -> None:
-        super().__init__(option_strings, dest, nargs=nargs, **kwargs)
-
-    def __call__(
-        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None
-    ) -> None:
-        try:
-            setattr(namespace, self.dest, parse_key_value_arguments(list(values), option=option_string or self.dest))
-        except ValueError as error:
-            parser.error(str(error))
+from sb3_ppo_ext.zoo.patching import patched_zoo_module
+from sb3_ppo_ext.zoo.registration import ALGORITHM_NAME
+from sb3_ppo_ext.zoo.resume import ResumableExperiment
+from sb3_ppo_ext.zoo.run_selection import holds_only_setup_files
+from sb3_ppo_ext.zoo.safe_run_files import SafeRunFilesExperiment
+from sb3_ppo_ext.zoo.sampler import sample_ppo_ext_params
+from sb3_ppo_ext.zoo.stopping import StoppableExperiment
+from sb3_ppo_ext.zoo.vec_env_choice import VecEnvChoosingExperiment, preferred_vec_env, zoo_vec_env_type
 
 
 def warn_if_nothing_learns(algorithm: type[Any], hyperparams: dict[str, Any], n_timesteps: int) -> None:
@@ -196,144 +68,13 @@ def warn_if_nothing_learns(algorithm: type[Any], hyperparams: dict[str, Any], n_
         )
 
 
-class _ReadDocument:
-    """Stands in for the ``yaml`` module of rl-zoo3's ``exp_manager`` while it reads the config: its ``safe_load``
-    gives the document :meth:`SafeExperimentManager.read_hyperparameters` has read and checked, so the file is parsed
-    once, and what is checked is what is used."""
-
-    def __init__(self, document: dict[str, Any]) -> None:
-        self.document = document
-
-    def safe_load(self, stream: Any) -> dict[str, Any]:
-        return self.document
-
-
-class _DeferredPrint:
-    """Stands in for the ``pprint`` of rl-zoo3's ``exp_manager`` while it reads the config: rl-zoo3 prints the block
-    before anything has checked it (a block of aliases of one long string prints gigabytes), so the values are kept
-    and printed by :meth:`print_all` once :meth:`SafeExperimentManager.read_hyperparameters` has checked them."""
-
-    def __init__(self) -> None:
-        self.values: list[Any] = []
-
-    def __call__(self, value: Any, *args: Any, **kwargs: Any) -> None:
-        self.values.append(value)
-
-    def print_all(self) -> None:
-        """Print the kept values with ``pprint``, as rl-zoo3 would have."""
-        for value in self.values:
-            pprint(value)
-        self.values.clear()
-
-
-class SaveVecNormalizeStatisticsCallback(SaveVecNormalizeCallback):
-    """rl-zoo3's ``SaveVecNormalizeCallback`` (its evaluation saves ``vecnormalize.pkl`` with each new best model)
-    that also writes the plain-data twin of each pickle beside it (``vecnormalize.npz``, see
-    :func:`~sb3_ppo_ext.safe_loading.vecnormalize.save_vecnormalize_statistics`), so that the two always hold the
-    same statistics.
-
-    Called by an evaluation that saves ``best_model.zip``, it also writes the statistics beside that model
-    (:data:`~sb3_ppo_ext.zoo.loading.BEST_MODEL_STATISTICS`, pickle and twin): ``vecnormalize.pkl`` is overwritten
-    with the final statistics when training ends, and ``--load-best`` plays the best model with its own."""
-
-    def _on_step(self) -> bool:
-        result = super()._on_step()
-        vec_normalize = self.model.get_vec_normalize_env()
-        if self.n_calls % self.save_freq == 0 and vec_normalize is not None:
-            name = "vecnormalize.npz" if self.name_prefix is None else f"{self.name_prefix}_{self.num_timesteps}_steps.npz"
-            save_vecnormalize_statistics(vec_normalize, os.path.join(self.save_path, name))
-            best_model_folder = getattr(self.parent, "best_model_save_path", None)
-            if best_model_folder is not None:
-                path = os.path.join(best_model_folder, BEST_MODEL_STATISTICS)
-                vec_normalize.save(path)
-                save_vecnormalize_statistics(vec_normalize, statistics_path(path))
-        return result
-
-
-#: ``--vec-env`` choices: rl-zoo3's, ``shared`` for :class:`~sb3_ppo_ext.shared_memory_vec_env.SharedMemoryVecEnv`
-#: (several envs per process: a block in the driver and one in a worker per other usable core) and ``ray`` for
-#: :class:`~sb3_ppo_ext.vec_env.RayVecEnv` (the ``ray`` extra).
-VEC_ENV_TYPES: tuple[str, ...] = ("dummy", "subproc", "shared", "ray")
-#: The VecEnv of a task :data:`PREFERRED_VEC_ENVS` does not name, when ``--vec-env`` is not given (rl-zoo3's default).
-DEFAULT_VEC_ENV = "dummy"
-#: The VecEnv a task trains on when ``--vec-env`` is not given (any other task: :data:`DEFAULT_VEC_ENV`): ``shared``
-#: where stepping the envs in worker processes pays, as it does for every bundled locomotion and rocket block. Env
-#: steps per second relative to DummyVecEnv on an idle 2-core machine (2026-12-03), SharedMemoryVecEnv with the
-#: driver stepping one block: ``PPO.learn`` with each block's hyperparameters (``OMP_NUM_THREADS=1 python
-#: benchmarks/bench_vec_envs.py --vec-envs shared shared_waiting --rounds 3 --steps 64 --train-iterations 2
-#: --train-rounds 3``) Humanoid block (64 envs) 1.85x and 1.83x in two runs, Walker2D block (16 envs) 1.19x, its
-#: update taking most of an iteration, RocketLander block (16 envs) 1.33x; ``sb3-ppo-ext train -n 32768 --num-threads
-#: 1`` alternating with ``--vec-env dummy`` (fps as logged) Humanoid 1.83x and 1.91x, Walker2D 1.22x and 1.30x. The
-#: flag-run blocks are the Humanoid block with longer budgets and the discrete lander's the RocketLander block with
-#: another gamma (the same envs and rollouts, not measured apart). A table here, not a key of the config blocks:
-#: plain rl-zoo3 would pass an unknown key to the model.
-PREFERRED_VEC_ENVS: dict[str, str] = {
-    "sb3_ppo_ext/Humanoid-v0": "shared",
-    "sb3_ppo_ext/HumanoidFlagrun-v0": "shared",
-    "sb3_ppo_ext/HumanoidFlagrunHarder-v0": "shared",
-    "sb3_ppo_ext/RocketLander-v0": "shared",
-    "sb3_ppo_ext/RocketLanderDiscrete-v0": "shared",
-    "sb3_ppo_ext/Walker2D-v0": "shared",
-}
-
-
-def preferred_vec_env(env_id: str) -> str:
-    """The ``--vec-env`` type ``env_id`` trains on when none is given (:data:`PREFERRED_VEC_ENVS`, else
-    :data:`DEFAULT_VEC_ENV`)."""
-    return PREFERRED_VEC_ENVS.get(env_id, DEFAULT_VEC_ENV)
-
-
-def vec_env_settings(
-    vec_env_type: str, zoo_class: type[VecEnv], args: argparse.Namespace
-) -> tuple[type[VecEnv], dict[str, Any]]:
-    """The VecEnv class and its keyword arguments for ``--vec-env``, ``--vec-env-kwargs`` and ``--ray-address``.
-
-    :param vec_env_type: one of :data:`VEC_ENV_TYPES`.
-    :param zoo_class: the class rl-zoo3 chose (for ``dummy`` / ``subproc``).
-    :param args: the parsed options (``vec_env_kwargs``: a dict or ``None``; ``ray_address``: a string or ``None``).
-    :raises ValueError: for an unknown ``vec_env_type``, a key the class does not take, or ``--ray-address`` without
-        ``--vec-env ray``.
-    """
-    if vec_env_type not in VEC_ENV_TYPES:
-        raise ValueError(f"--vec-env must be one of {VEC_ENV_TYPES}, got {vec_env_type!r}")
-    kwargs = dict(getattr(args, "vec_env_kwargs", None) or {})
-    address = getattr(args, "ray_address", None)
-    vec_env_class = zoo_class
-    if vec_env_type == "ray":
-        from sb3_ppo_ext.vec_env import RayVecEnv  # the ray extra: vec_env imports Ray
-
-        vec_env_class = RayVecEnv
-        if address is not None:
-            kwargs["address"] = address
-    elif address is not None:
-        raise ValueError(f"--ray-address is for --vec-env ray, not --vec-env {vec_env_type}")
-    if vec_env_type == "shared":
-        vec_env_class = SharedMemoryVecEnv
-    accepted = set(inspect.signature(vec_env_class.__init__).parameters) - {"self", "env_fns"}
-    unknown = sorted(set(kwargs) - accepted)
-    if unknown:
-        raise ValueError(
-            f"--vec-env-kwargs: {vec_env_class.__name__} takes no {', '.join(unknown)} (it takes "
-            f"{', '.join(sorted(accepted)) or 'no keyword arguments'})"
-        )
-    return vec_env_class, kwargs
-
-
-def shared_memory_vec_env(env_fns: Sequence[Callable[[], Any]], **kwargs: Any) -> SharedMemoryVecEnv:
-    """``SharedMemoryVecEnv(env_fns, **kwargs)``, its refusal of a setting named as one of ``--vec-env-kwargs``."""
-    try:
-        return SharedMemoryVecEnv(env_fns, **kwargs)
-    except HyperparameterError as error:
-        raise HyperparameterError(f"--vec-env-kwargs: {error}") from None
-
-
 #: Held while :meth:`SafeExperimentManager.create_envs` builds envs: it sets rl-zoo3's VecEnv class for one build, and
 #: ``optimize --n-jobs`` builds envs in several threads. A module's lock, not the manager's: rl-zoo3 pickles the
 #: manager for ARS's asynchronous evaluation.
 _BUILDING_ENVS = threading.Lock()
 
 
-class SafeExperimentManager(ExperimentManager):
+class SafeExperimentManager(StoppableExperiment, ResumableExperiment, VecEnvChoosingExperiment, SafeRunFilesExperiment):
     """rl-zoo3's ExperimentManager that checks keys, never evaluates config text and unpickles nothing by default.
 
     After rl-zoo3 has read and merged the block (YAML, ``--hyperparams``, an Optuna trial), every key must be a
@@ -347,11 +88,14 @@ class SafeExperimentManager(ExperimentManager):
     Every ``vecnormalize.pkl`` it writes (the final one, the evaluation's, the checkpoints') gets a plain-data twin
     ``.npz`` beside it. Continuing a run (``-i``) loads the model with
     :func:`~sb3_ppo_ext.safe_loading.models.load_without_pickles` and the statistics from their twin, and refuses a
-    replay buffer pickle, unless ``--trust-pickles`` is given (:attr:`trust_pickles`).
+    replay buffer pickle, unless ``--trust-pickles`` is given
+    (:class:`~sb3_ppo_ext.zoo.safe_run_files.SafeRunFilesExperiment`).
 
-    The training envs step on the VecEnv of ``--vec-env``, else on the task's preferred one
-    (:data:`PREFERRED_VEC_ENVS`); with ``shared``, the evaluation envs step on DummyVecEnv, and a SharedMemoryVecEnv
-    the user did not ask for that cannot start gives way to DummyVecEnv (:meth:`vec_env_builder`).
+    The training envs step on the VecEnv of ``--vec-env``, else on the task's preferred one; with ``shared``, the
+    evaluation envs step on DummyVecEnv, and a SharedMemoryVecEnv the user did not ask for that cannot start gives way
+    to DummyVecEnv (:class:`~sb3_ppo_ext.zoo.vec_env_choice.VecEnvChoosingExperiment`). ``--resume`` is
+    :class:`~sb3_ppo_ext.zoo.resume.ResumableExperiment`'s, and training stopped by SIGTERM or a failed env worker
+    :class:`~sb3_ppo_ext.zoo.stopping.StoppableExperiment`'s.
     """
 
     def __init__(
@@ -363,55 +107,23 @@ class SafeExperimentManager(ExperimentManager):
         vec_env_type: str | None = None,
         **keywords: Any,
     ) -> None:
-        """rl-zoo3's set-up, with the VecEnv of :func:`vec_env_settings` (rl-zoo3 knows only ``dummy`` and ``subproc``).
+        """rl-zoo3's set-up, with the VecEnv of
+        :meth:`~sb3_ppo_ext.zoo.vec_env_choice.VecEnvChoosingExperiment.choose_vec_env`, in the run folder of
+        ``--resume`` when it is given.
 
-        :param vec_env_type: ``--vec-env``; ``None`` (not given): the task's preferred VecEnv
-            (:func:`preferred_vec_env`). With ``--vec-env-kwargs``, those are for that preferred VecEnv's class, and a
-            key it does not take is an error that says so.
+        :param vec_env_type: ``--vec-env``; ``None`` (not given): the task's preferred VecEnv.
         """
-        preferred = preferred_vec_env(env_id)
-        given = vec_env_type
-        vec_env_type = given or preferred
-        keywords["vec_env_type"] = vec_env_type if vec_env_type in ("dummy", "subproc") else "dummy"
+        keywords["vec_env_type"] = zoo_vec_env_type(vec_env_type or preferred_vec_env(env_id))
         super().__init__(args, algo, env_id, *positional, **keywords)
-        #: The ``--vec-env`` type of the training envs: the one given, else the task's preferred one.
-        self.vec_env_type = vec_env_type
-        #: Whether a SharedMemoryVecEnv that cannot start gives way to DummyVecEnv
-        #: (:meth:`shared_memory_vec_env_or_dummy`): when it is the task's preferred VecEnv and the command line does
-        #: not name it (for a resumed run: the one its ``args.yml`` records). A VecEnv the user chose that cannot
-        #: start is an error.
-        self.vec_env_falls_back = vec_env_type == preferred and (given is None or self.resume_folder is not None)
-        #: Why SharedMemoryVecEnv could not start, once it gave way to DummyVecEnv (then the envs step in the driver).
-        self.shared_memory_failure: str | None = None
-        # rl-zoo3 picks DummyVecEnv or SubprocVecEnv (mypy infers ABCMeta from its dict of the two).
-        zoo_class = cast(type[VecEnv], self.vec_env_class)
-        try:
-            self.vec_env_class, self.vec_env_kwargs = vec_env_settings(vec_env_type, zoo_class, args)
-        except ValueError as error:
-            if given is not None:
-                raise
-            raise ValueError(
-                f"{error}; {env_id} trains on --vec-env {vec_env_type} when --vec-env is not given: give --vec-env to "
-                "choose another"
-            ) from None
-        args.vec_env = vec_env_type  # args.yml records the VecEnv used (create_envs: its training envs')
-        #: Where a ``--resume``d run continues from (set when its settings are read), else ``None``.
-        self.resume_point: ResumePoint | None = None
-        if self.resume_folder is not None:
-            self.save_path = os.path.normpath(self.resume_folder)
-            self.params_path = f"{self.save_path}/{self.env_name}"
+        self.choose_vec_env(args, vec_env_type, resumed=self.resume_folder is not None)
+        self.continue_in_run_folder()
         #: Whether this command creates its run folder (a new run): then a failure before the first training step
         #: removes it again (:meth:`remove_unstarted_run`).
         self.creates_run_folder = self.resume_folder is None and not os.path.exists(self.save_path)
-        #: What stopped training before its budget (SIGTERM or the failure of an env worker), once it did, and the
-        #: command's exit status for it: the model is then saved as after Ctrl-C and :meth:`save_trained_model`
-        #: raises :class:`TrainingStopped`.
-        self.stopped_by: str | None = None
-        self.stopped_exit_status = 0
 
     def remove_unstarted_run(self) -> None:
         """Remove the run folder this command created, when it holds nothing but what set-up wrote there
-        (:func:`~sb3_ppo_ext.zoo.runs.holds_only_setup_files`): a run that never trained would otherwise be the
+        (:func:`~sb3_ppo_ext.zoo.run_selection.holds_only_setup_files`): a run that never trained would otherwise be the
         newest run of the env, with monitor files but no model. A folder holding anything else is kept."""
         created = self.creates_run_folder and os.path.isdir(self.save_path)
         if created and holds_only_setup_files(self.save_path, str(self.env_name)):
@@ -426,63 +138,30 @@ class SafeExperimentManager(ExperimentManager):
             self.remove_unstarted_run()
             raise
 
-    @property
-    def resume_folder(self) -> str | None:
-        """The run folder of ``--resume`` (:mod:`~sb3_ppo_ext.zoo.resume`), or ``None`` for a new run."""
-        return getattr(self.args, "resume", None)
-
-    @property
-    def trust_pickles(self) -> bool:
-        """Whether ``--trust-pickles`` was given: ``-i``'s model, statistics and replay buffer are then unpickled, as
-        rl-zoo3 does."""
-        return bool(getattr(self.args, "trust_pickles", False))
-
     def read_hyperparameters(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        """rl-zoo3's reading of the config block, on a document we read first: within the limits of
-        :mod:`~sb3_ppo_ext.zoo.safe_yaml` (rl-zoo3 prints what it reads with ``pprint``, which expands an alias bomb) and of
-        the shape rl-zoo3 assumes (:func:`~sb3_ppo_ext.zoo.hyperparams.check_config_document`); then the keys,
-        expressions and values of the block are checked, and only then is the block printed as rl-zoo3 prints it
-        (:class:`_DeferredPrint`)."""
-        if not self.config.endswith((".yml", ".yaml")):
-            raise ValueError(
-                "conf_file must be a YAML file (.yml or .yaml): rl-zoo3 would execute Python config files, "
-                f"got {self.config!r}"
-            )
-        if self.resume_folder is not None:
-            # The hyperparameters the run used, whatever its config file says today.
-            _, _, saved_config = run_settings(self.resume_folder)
-            document = {self.env_name.gym_id: saved_config}
-        else:
-            document = check_config_document(load_yaml_file(self.config), where=self.config)
-        deferred = _DeferredPrint()
-        with patched_zoo_module(exp_manager, yaml=_ReadDocument(document), pprint=deferred):
+        """rl-zoo3's reading of the config block, on a document we read first (:mod:`~sb3_ppo_ext.zoo.config.reading`):
+        the config file within the YAML limits and of the shape rl-zoo3 assumes (a resumed run: the block it saved),
+        then the block rl-zoo3 merged checked, and only then printed as rl-zoo3 prints it."""
+        check_yaml_config_path(self.config)
+        document = self.resumed_config_document() or read_config_document(self.config)
+        deferred = DeferredPrint()
+        with reading_document(document, deferred):
             hyperparams, saved_hyperparams = super().read_hyperparameters()
         if self.storage and self.study_name and self.trial_id == 0:
             # rl-zoo3 tests `if self.trial_id`, so it silently ignores trial 0: load it here, then let the
             # command line override it as rl-zoo3 does for the other trials.
             hyperparams.update(self.load_trial(self.storage, self.study_name, self.trial_id))
             hyperparams.update(self.custom_hyperparams or {})
-            saved_hyperparams = OrderedDict((key, hyperparams[key]) for key in sorted(hyperparams))
-        where = f"the {self.env_name.gym_id!r} block of {self.config} (or its command-line overrides)"
-        check_block_keys(hyperparams, valid_keys(ALGOS[self.algo]), where=where)
-        if "n_timesteps" not in hyperparams:
-            if self.n_timesteps <= 0:
-                raise ValueError(f"n_timesteps is missing from {where}: set it there or pass -n")
-            hyperparams["n_timesteps"] = self.n_timesteps
-        parsed = preprocess_block(hyperparams, where=where, algorithm=ALGOS[self.algo])
-        for key in saved_hyperparams.keys() & number_keys(ALGOS[self.algo]):
-            if isinstance(saved_hyperparams[key], str) and isinstance(parsed[key], (int, float)):
-                saved_hyperparams[key] = parsed[key]  # a number written as a string: config.yml holds the number
-        check_block_values(parsed, where=where)
-        check_policy_arguments(parsed, ALGOS[self.algo], where=where)
+            saved_hyperparams = sorted_block(hyperparams)
+        parsed, saved_hyperparams = check_read_block(
+            hyperparams,
+            saved_hyperparams,
+            algorithm=ALGOS[self.algo],
+            n_timesteps=self.n_timesteps,
+            where=f"the {self.env_name.gym_id!r} block of {self.config} (or its command-line overrides)",
+        )
         deferred.print_all()  # only now: what rl-zoo3 prints is checked, so it prints in bounded time and space
-        if self.resume_folder is not None:
-            self.resume_point = find_resume_point(self.save_path, str(self.env_name))
-            self.trained_agent, self.continue_training = self.resume_point.model_path, True
-        if isinstance(parsed.get("normalize"), dict):
-            # rl-zoo3's enjoy / record_video would eval a string here: save the parsed form (a copy, because
-            # rl-zoo3 adds gamma to the dict it is given).
-            saved_hyperparams["normalize"] = dict(parsed["normalize"])
+        self.take_resume_point()
         return parsed, saved_hyperparams
 
     def _preprocess_hyperparams(self, hyperparams: dict[str, Any]) -> tuple[dict[str, Any], Any, list, Any]:
@@ -505,49 +184,22 @@ class SafeExperimentManager(ExperimentManager):
                     callback.env_wrapper = env_wrapper
         return hyperparams, env_wrapper, callbacks, vec_env_wrapper
 
-    def create_callbacks(self) -> None:
-        """rl-zoo3's callbacks, with its ``--save-freq`` checkpoints written by our
-        :class:`~sb3_ppo_ext.callbacks.RotatingCheckpointCallback` (same file names, every checkpoint kept as rl-zoo3
-        keeps them): each file is written atomically, and the ``VecNormalize`` statistics go beside each zip
-        (``rl_model_vecnormalize_<steps>_steps.pkl``), which rl-zoo3's plain ``CheckpointCallback`` does not save."""
-        super().create_callbacks()
-        for index, callback in enumerate(self.callbacks):
-            if type(callback) is CheckpointCallback:  # rl-zoo3 counts its save_freq in calls: n_envs steps each
-                self.callbacks[index] = RotatingCheckpointCallback(
-                    save_freq=callback.save_freq * self.n_envs,
-                    save_path=callback.save_path,
-                    keep_last=None,
-                    name_prefix=callback.name_prefix,
-                    save_vecnormalize=True,
-                    save_on_training_end=False,
-                    verbose=callback.verbose,
-                )
-            elif isinstance(callback, EvalCallback) and type(callback.callback_on_new_best) is SaveVecNormalizeCallback:
-                saver = callback.callback_on_new_best
-                callback.callback_on_new_best = SaveVecNormalizeStatisticsCallback(
-                    save_freq=saver.save_freq, save_path=saver.save_path, name_prefix=saver.name_prefix, verbose=saver.verbose
-                )
-                callback.callback_on_new_best.parent = callback
-
     def create_envs(self, n_envs: int, eval_env: bool = False, no_log: bool = False) -> VecEnv:
-        """rl-zoo3's envs, built by :meth:`vec_env_builder`; a resumed run's training envs continue its monitor files
-        (:class:`~sb3_ppo_ext.zoo.resume.ContinuedMonitor`) instead of starting them again. The ``--vec-env`` type
-        that steps the training envs, with its keyword arguments, is set in ``args`` (saved as ``args.yml`` once they
-        are built)."""
+        """rl-zoo3's envs, built by the VecEnv of
+        :meth:`~sb3_ppo_ext.zoo.vec_env_choice.VecEnvChoosingExperiment.vec_env_builder`; a resumed run's training envs
+        continue its monitor files (:class:`~sb3_ppo_ext.zoo.resume.ContinuedMonitor`) instead of starting them again.
+        The ``--vec-env`` type that steps the training envs, with its keyword arguments, is set in ``args`` (saved as
+        ``args.yml`` once they are built)."""
         self.check_env_kwargs(self.eval_env_kwargs if eval_env else self.env_kwargs, eval_env=eval_env)
         builder, kwargs = self.vec_env_builder(n_envs, eval_env=eval_env)
-        continuing = self.resume_point is not None and not eval_env and not no_log
         with (
             _BUILDING_ENVS,
             patched_zoo_module(self, vec_env_class=builder, vec_env_kwargs=kwargs),
-            continued_monitors() if continuing else contextlib.nullcontext(),
+            self.monitors_of(eval_env=eval_env, no_log=no_log),
         ):
             env = super().create_envs(n_envs, eval_env=eval_env, no_log=no_log)
-        if not eval_env and self.vec_env_type == "shared":
-            on_dummy = not isinstance(env.unwrapped, SharedMemoryVecEnv)
-            self.args.vec_env = "dummy" if on_dummy else "shared"
-            if on_dummy:  # DummyVecEnv took no keyword arguments (and a resumed run gives it none)
-                self.args.vec_env_kwargs = None
+        if not eval_env:
+            self.record_training_vec_env(env)
         return env
 
     def check_env_kwargs(self, env_kwargs: dict[str, Any], *, eval_env: bool) -> None:
@@ -572,211 +224,18 @@ class SafeExperimentManager(ExperimentManager):
             ) from None
         self._checked_env_kwargs = [*checked, dict(env_kwargs)]
 
-    def vec_env_builder(self, n_envs: int, *, eval_env: bool) -> tuple[Callable[..., VecEnv], dict[str, Any]]:
-        """The class (or function) that builds ``n_envs`` envs, and its keyword arguments: those of ``--vec-env``
-        (:func:`vec_env_settings`). With ``shared``, DummyVecEnv builds the evaluation envs, a single env (a worker
-        process would only add a pipe round trip per step) and every env once SharedMemoryVecEnv failed to start;
-        :meth:`shared_memory_vec_env_or_dummy` builds the others where it may fall back (:attr:`vec_env_falls_back`).
-        """
-        if self.vec_env_type != "shared":
-            return self.vec_env_class, self.vec_env_kwargs
-        if eval_env or n_envs == 1 or self.shared_memory_failure is not None:
-            return DummyVecEnv, {}
-        if self.vec_env_falls_back:
-            return self.shared_memory_vec_env_or_dummy, self.vec_env_kwargs
-        return shared_memory_vec_env, self.vec_env_kwargs
-
-    def shared_memory_vec_env_or_dummy(self, env_fns: Sequence[Callable[[], Any]], **kwargs: Any) -> VecEnv:
-        """A :class:`~sb3_ppo_ext.shared_memory_vec_env.SharedMemoryVecEnv` of ``env_fns``, or, when it cannot start
-        (``OSError`` / ``RuntimeError``: no ``/dev/shm``, no process start method, a worker that dies or hangs while
-        starting), a DummyVecEnv, said in one line; later envs of the run are built by DummyVecEnv too. An env that
-        raises while it is built is not a failure to start: its error is raised, as DummyVecEnv would raise it.
-
-        :param env_fns: functions that each return a new env (``make_vec_env``'s).
-        :param kwargs: the keyword arguments of SharedMemoryVecEnv (``--vec-env-kwargs``; DummyVecEnv takes none).
-        """
-        try:
-            return shared_memory_vec_env(env_fns, **kwargs)
-        except (OSError, RuntimeError) as error:
-            if isinstance(error, EnvWorkerError) and error.env_index is not None:
-                raise
-            first_line = next(iter(str(error).splitlines()), "")
-            self.shared_memory_failure = f"{type(error).__name__}: {first_line}"
-        ignored = f", --vec-env-kwargs {', '.join(sorted(kwargs))} ignored" if kwargs else ""
-        print(
-            f"SharedMemoryVecEnv could not start ({self.shared_memory_failure}); the envs step in this process on "
-            f"DummyVecEnv{ignored} (--vec-env chooses the VecEnv)"
-        )
-        return DummyVecEnv(list(env_fns))
-
     def learn(self, model: BaseAlgorithm) -> None:
-        """rl-zoo3's training (:meth:`_learn`), which SIGTERM or a failed env worker stop without losing the run: as
-        after Ctrl-C, learning ends, the envs are closed and the model trained so far is saved with its statistics
-        (rl-zoo3 then calls :meth:`save_trained_model`, which says what stopped training). A worker failure before
-        the first step stops the command at once (nothing trained, nothing to save)."""
-
-        def stopped_by_sigterm() -> None:
-            self.stopped_by = f"training was stopped by SIGTERM at {model.num_timesteps} steps"
-            self.stopped_exit_status = SIGTERM_EXIT_STATUS
-
-        with sigterm_stops_training(stopped_by_sigterm):
+        """rl-zoo3's training, stopped without losing the run by SIGTERM or a failed env worker
+        (:meth:`~sb3_ppo_ext.zoo.stopping.StoppableExperiment.learn`), for a resumed run up to its total budget
+        (:meth:`~sb3_ppo_ext.zoo.resume.ResumableExperiment.learn`); a new run that fails before its first step is
+        removed (:meth:`remove_unstarted_run`)."""
+        with self.evaluation_env_type_accepted():
             try:
-                self._learn(model)
-            except EnvWorkerError as error:
-                what = str(error).splitlines()[0]
-                if model.num_timesteps == 0:
-                    raise TrainingStopped(
-                        f"{what}; training stopped before its first step, nothing to save", WORKER_FAILURE_EXIT_STATUS
-                    ) from error
-                self.stopped_by = f"{what}; training stopped at {model.num_timesteps} steps"
-                self.stopped_exit_status = WORKER_FAILURE_EXIT_STATUS
-
-    def _learn(self, model: BaseAlgorithm) -> None:
-        """rl-zoo3's training; a resumed run continues its step count, schedules and evaluation history up to the
-        total budget (``-n``, else the config's ``n_timesteps``), as :mod:`~sb3_ppo_ext.zoo.resume` describes."""
-        if self.resume_point is None:
-            try:
-                with self.evaluation_env_type_accepted():
-                    super().learn(model)
+                super().learn(model)
             except BaseException:
                 if model.num_timesteps == 0:  # failed before its first step: nothing trained, nothing to keep
                     self.remove_unstarted_run()
                 raise
-            return
-        for callback in self.callbacks:
-            if isinstance(callback, EvalCallback):
-                restore_evaluation_history(callback, model.num_timesteps, self.n_envs)
-        remaining = max(0, int(self.n_timesteps) - int(model.num_timesteps))
-        print(
-            f"Resuming {self.save_path} at {model.num_timesteps} steps from {self.resume_point.model_path}: "
-            f"{remaining} steps to {int(self.n_timesteps)}"
-        )
-        kwargs: dict[str, Any] = {}
-        if self.log_interval > -1:  # rl-zoo3's reading of --log-interval
-            kwargs["log_interval"] = self.log_interval
-        elif self.log_interval < -1:
-            kwargs["log_interval"] = None
-        if self.callbacks:
-            kwargs["callback"] = self.callbacks
-        try:
-            if remaining > 0:
-                with self.evaluation_env_type_accepted():
-                    model.learn(remaining, reset_num_timesteps=False, **kwargs)
-        except KeyboardInterrupt:  # as rl-zoo3: keep the model trained so far
-            pass
-        finally:
-            if self.callbacks:
-                self.callbacks[0].on_training_end()
-            with contextlib.suppress(EOFError):
-                if model.env is not None:
-                    model.env.close()
-
-    @contextmanager
-    def evaluation_env_type_accepted(self) -> Iterator[None]:
-        """While models learn: with ``shared``, SB3's ``EvalCallback`` warning that the evaluation env is not of the
-        training env's type is silenced, since the evaluation envs step on DummyVecEnv by design
-        (:meth:`vec_env_builder`); other warnings are shown as before."""
-        with warnings.catch_warnings():
-            if self.vec_env_type == "shared":
-                warnings.filterwarnings("ignore", "Training and eval env are not of the same type", UserWarning)
-            yield
-
-    def checkpoint_statistics_path(self) -> str | None:
-        """The ``VecNormalize`` statistics saved with the ``-i`` model when it is a checkpoint
-        (``<prefix>_<steps>_steps.zip`` -> ``<prefix>_vecnormalize_<steps>_steps.pkl`` beside it), if that file or its
-        plain-data twin (``.npz``) exists."""
-        match = re.fullmatch(r"(?P<prefix>.+)_(?P<steps>\d+)_steps\.zip", os.path.basename(self.trained_agent or ""))
-        if not self.continue_training or match is None:
-            return None
-        path = os.path.join(os.path.dirname(self.trained_agent), f"{match['prefix']}_vecnormalize_{match['steps']}_steps.pkl")
-        return path if statistics_saved(path) else None
-
-    def load_statistics(self, path: str, env: VecEnv) -> VecNormalize:
-        """``VecNormalize.load(path, env)`` with ``--trust-pickles``; otherwise the statistics are read from the
-        plain-data twin of ``path`` (:func:`~sb3_ppo_ext.safe_loading.vecnormalize.load_vecnormalize_without_pickles`), which
-        refuses a pickle that has none."""
-        if self.trust_pickles and os.path.isfile(path):
-            return VecNormalize.load(path, env)
-        return load_vecnormalize_without_pickles(path, env)
-
-    def _maybe_normalize(self, env: VecEnv, eval_env: bool) -> VecEnv:
-        """rl-zoo3's normalisation, with the statistics read by :meth:`load_statistics`, and when continuing from a
-        checkpoint the statistics saved with that checkpoint (rl-zoo3 reads only a run's final ``vecnormalize.pkl``,
-        so a checkpoint resumed with fresh statistics of mean 0 / variance 1, or with the final ones of a later point
-        of the run). Continuing a normalised run without any saved statistics is warned about, never silent."""
-        statistics = self.checkpoint_statistics_path()
-        if statistics is not None:
-            if self.verbose > 0 and not eval_env:
-                print(f"Loading the checkpoint's VecNormalize statistics {statistics}")
-        else:
-            # rl-zoo3 looks here whenever the file exists (with or without -i).
-            final_statistics = os.path.join(os.path.dirname(self.trained_agent), self.env_name, "vecnormalize.pkl")
-            if statistics_saved(final_statistics):
-                print("Loading saved VecNormalize stats")
-                statistics = final_statistics
-            elif self.continue_training and self.normalize and not eval_env:
-                warnings.warn(
-                    f"continuing {self.trained_agent} with NEW VecNormalize statistics (mean 0, variance 1): neither "
-                    f"the checkpoint's statistics file nor {final_statistics} exists, so the policy sees differently "
-                    "scaled observations than it was trained on",
-                    UserWarning,
-                    stacklevel=2,
-                )
-        if statistics is None:
-            return super()._maybe_normalize(env, eval_env)  # finds no file either: a fresh VecNormalize, or none
-        env = self.load_statistics(statistics, env)
-        if eval_env:
-            env.training = False
-            env.norm_reward = False
-        return env
-
-    def _load_pretrained_agent(self, hyperparams: dict[str, Any], env: VecEnv) -> BaseAlgorithm:
-        """rl-zoo3's loading of the ``-i`` model, by :func:`~sb3_ppo_ext.safe_loading.models.load_without_pickles` unless
-        ``--trust-pickles``: the schedules come from the zip's readable fields or, where it keeps them as pickles only,
-        from this run's config (rl-zoo3 passes the block to ``load``, which sets it on the model); anything else
-        stored only as a pickle, and a ``replay_buffer.pkl`` beside the model, is refused."""
-        if self.trust_pickles:
-            return super()._load_pretrained_agent(hyperparams, env)
-        algorithm = ALGOS[self.algo]
-        replay_buffer = os.path.join(os.path.dirname(self.trained_agent), "replay_buffer.pkl")
-        if os.path.exists(replay_buffer):
-            raise refusal(
-                replay_buffer,
-                "is a replay buffer, saved only as a pickle (move it away to continue without it)",
-                f"{algorithm.__name__}.load_replay_buffer",
-            )
-        print("Loading pretrained agent")
-        for key in ("policy", "policy_kwargs"):  # the policy must not change; rl-zoo3 drops them too
-            hyperparams.pop(key, None)
-        return load_without_pickles(
-            self.trained_agent,
-            env,
-            algorithm=algorithm,
-            device=self.device,
-            training=True,
-            seed=self.seed,
-            tensorboard_log=self.tensorboard_log,
-            verbose=self.verbose,
-            **hyperparams,
-        )
-
-    def save_trained_model(self, model: BaseAlgorithm) -> None:
-        """rl-zoo3's saving of the final model (and ``vecnormalize.pkl``), plus the statistics' plain-data twin
-        ``vecnormalize.npz`` beside the pickle.
-
-        :raises TrainingStopped: once saved, when SIGTERM or a failed env worker stopped training (:meth:`learn`).
-        """
-        super().save_trained_model(model)
-        vec_normalize = model.get_vec_normalize_env()
-        if self.normalize and vec_normalize is not None:
-            save_vecnormalize_statistics(vec_normalize, os.path.join(self.params_path, "vecnormalize.npz"))
-        if self.stopped_by is not None:
-            statistics = " and its VecNormalize statistics" if self.normalize and vec_normalize is not None else ""
-            raise TrainingStopped(
-                f"{self.stopped_by}; the model{statistics} were saved to {self.save_path}; continue with: "
-                f"sb3-ppo-ext train --resume {self.save_path}",
-                self.stopped_exit_status,
-            )
 
     def hyperparameters_optimization(self) -> None:
         """rl-zoo3's search, with the settings given by ``--hyperparams`` kept fixed rather than sampled."""
@@ -794,16 +253,11 @@ class SafeExperimentManager(ExperimentManager):
 
     def _save_config(self, saved_hyperparams: dict[str, Any]) -> None:
         """Write ``config.yml``, ``args.yml`` and ``command.txt`` like rl-zoo3, as plain YAML (no Python tags); a
-        resumed run keeps its files, but for its new budget and checkpoint frequency
-        (:func:`~sb3_ppo_ext.zoo.resume.record_run_plan`), and adds its command line to ``command.txt``. A new run's
+        resumed run keeps its files (:meth:`~sb3_ppo_ext.zoo.resume.ResumableExperiment.record_resumed_run`). A new run's
         ``env_kwargs`` in both files name the task's version-dependent defaults it trained with
         (:func:`~sb3_ppo_ext.pretrained.saving.recorded_env_kwargs`)."""
         command = " ".join(getattr(sys, "orig_argv", ["python3", *sys.argv]))
-        if self.resume_point is not None:
-            record_run_plan(self.params_path, self.args)
-            with open(os.path.join(self.params_path, "command.txt"), "a", encoding="utf-8") as file:
-                file.write(f"\n{command}")
-            print(f"Log path: {self.save_path}")
+        if self.record_resumed_run(command):
             return
         env_kwargs = recorded_env_kwargs(self.env_name.gym_id, self.env_kwargs)
         if env_kwargs != self.env_kwargs:
@@ -838,15 +292,36 @@ def to_plain_yaml(value: Any) -> Any:
     return repr(value)
 
 
-@contextmanager
-def patched_zoo_module(module: Any, **replacements: Any) -> Iterator[None]:
-    """Temporarily replace module-level names of an rl-zoo3 script (its ``StoreDict``, ``ExperimentManager``), or
-    attributes of an object."""
-    originals = {name: getattr(module, name) for name in replacements}
-    for name, value in replacements.items():
-        setattr(module, name, value)
-    try:
-        yield
-    finally:
-        for name, value in originals.items():
-            setattr(module, name, value)
+#: Names this module held before they moved to the module of their job -> that module (deprecated here).
+_MOVED_NAMES: dict[str, str] = {
+    "ALGORITHM_NAME": "sb3_ppo_ext.zoo.registration",
+    "default_config_path": "sb3_ppo_ext.zoo.registration",
+    "register_algorithm": "sb3_ppo_ext.zoo.registration",
+    "patched_zoo_module": "sb3_ppo_ext.zoo.patching",
+    "SafeStoreDict": "sb3_ppo_ext.zoo.config.command_line",
+    "parse_key_value_arguments": "sb3_ppo_ext.zoo.config.command_line",
+    "SIGTERM_EXIT_STATUS": "sb3_ppo_ext.zoo.stopping",
+    "WORKER_FAILURE_EXIT_STATUS": "sb3_ppo_ext.zoo.stopping",
+    "TrainingStopped": "sb3_ppo_ext.zoo.stopping",
+    "TerminationRequested": "sb3_ppo_ext.zoo.stopping",
+    "sigterm_stops_training": "sb3_ppo_ext.zoo.stopping",
+    "VEC_ENV_TYPES": "sb3_ppo_ext.zoo.vec_env_choice",
+    "DEFAULT_VEC_ENV": "sb3_ppo_ext.zoo.vec_env_choice",
+    "PREFERRED_VEC_ENVS": "sb3_ppo_ext.zoo.vec_env_choice",
+    "preferred_vec_env": "sb3_ppo_ext.zoo.vec_env_choice",
+    "vec_env_settings": "sb3_ppo_ext.zoo.vec_env_choice",
+    "shared_memory_vec_env": "sb3_ppo_ext.zoo.vec_env_choice",
+    "SaveVecNormalizeStatisticsCallback": "sb3_ppo_ext.zoo.safe_run_files",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A name that moved to another module (:data:`_MOVED_NAMES`), with a ``DeprecationWarning`` (PEP 562)."""
+    if name not in _MOVED_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"sb3_ppo_ext.zoo.experiment.{name} is deprecated: import it from {_MOVED_NAMES[name]}",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(_MOVED_NAMES[name]), name)

@@ -15,7 +15,6 @@ on from since that model was saved.
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
+from sb3_ppo_ext.callbacks.checkpoint import DEFAULT_NAME_PREFIX, list_checkpoints, vecnormalize_checkpoint_path
 from sb3_ppo_ext.safe_loading import (
     load_vecnormalize_without_pickles,
     load_without_pickles,
@@ -55,12 +55,11 @@ def played_model_statistics(
     if load_best:
         own = os.path.join(run_folder, BEST_MODEL_STATISTICS)
     elif load_checkpoint is not None:
-        own = os.path.join(run_folder, f"rl_model_vecnormalize_{load_checkpoint}_steps.pkl")
+        own = vecnormalize_checkpoint_path(run_folder, DEFAULT_NAME_PREFIX, load_checkpoint)
     elif load_last_checkpoint:
-        checkpoints = glob.glob(os.path.join(glob.escape(run_folder), "rl_model_*_steps.zip"))
+        checkpoints = list_checkpoints(run_folder)
         if checkpoints:  # rl-zoo3's choice: the largest step count in the name
-            steps = max(int(path.split("_")[-2]) for path in checkpoints)
-            own = os.path.join(run_folder, f"rl_model_vecnormalize_{steps}_steps.pkl")
+            own = vecnormalize_checkpoint_path(run_folder, DEFAULT_NAME_PREFIX, checkpoints[-1].num_timesteps)
     if own is not None and statistics_saved(own):
         return own
     return os.path.join(run_folder, env_folder_name, "vecnormalize.pkl")

@@ -15,11 +15,11 @@ import gymnasium as gym
 import numpy as np
 from rl_zoo3.utils import ALGOS
 
-from sb3_ppo_ext.callbacks.checkpoint import list_checkpoints, model_checkpoint_path
+from sb3_ppo_ext.callbacks.checkpoint import DEFAULT_NAME_PREFIX, list_checkpoints, model_checkpoint_path
 from sb3_ppo_ext.pretrained.format import AGENT_FILE, check_agent_env_kwargs
 from sb3_ppo_ext.pretrained.saving import save_pretrained
+from sb3_ppo_ext.zoo.config.run_files import check_run_folder
 from sb3_ppo_ext.zoo.experiment import register_algorithm
-from sb3_ppo_ext.zoo.hyperparams import check_run_folder
 from sb3_ppo_ext.zoo.loading import played_model_statistics
 
 
@@ -63,29 +63,15 @@ def save_pretrained_from_run(
     :raises ValueError: for an unknown ``model`` or missing checkpoint, or ``env_kwargs`` the task does not take
         (checked before anything is written).
     """
-    checkpoint = re.fullmatch(r"checkpoint:(\d+)", model)
-    if model not in ("final", "best") and checkpoint is None:
-        raise ValueError(f"model must be 'final', 'best' or 'checkpoint:<steps>', got {model!r}")
+    checkpoint = _checkpoint_steps(model)
     run = find_zoo_run(folder)
     (params,) = [os.path.dirname(path) for path in glob.glob(os.path.join(glob.escape(run), "*", "config.yml"))]
     settings = check_run_folder(params)
     run_args, config = settings.arguments, settings.config
-    if checkpoint is not None:
-        model_path = model_checkpoint_path(run, "rl_model", int(checkpoint[1]))
-        if not os.path.isfile(model_path):
-            saved = [saved.num_timesteps for saved in list_checkpoints(run)]
-            raise ValueError(f"no checkpoint {model_path}; the run has checkpoints at {saved or 'no steps'}")
-    else:
-        model_path = os.path.join(run, "best_model.zip" if model == "best" else f"{os.path.basename(params)}.zip")
+    model_path = _packed_model_path(run, os.path.basename(params), model, checkpoint)
     register_algorithm()
     trained = ALGOS[run_args["algo"]].load(model_path, device="cpu")
-    statistics = None
-    statistics_file = played_model_statistics(
-        run, os.path.basename(params), load_best=model == "best", load_checkpoint=None if checkpoint is None else checkpoint[1]
-    )
-    if os.path.isfile(statistics_file):
-        with open(statistics_file, "rb") as stream:
-            statistics = pickle.load(stream)
+    statistics = _packed_statistics(run, os.path.basename(params), model, checkpoint)
     facts: dict[str, Any] = {
         "algo": run_args["algo"],
         "seed": run_args["seed"],
@@ -94,25 +80,12 @@ def save_pretrained_from_run(
         "training_vec_env": run_args.get("vec_env"),
         "torch_threads": run_args.get("num_threads"),
         "hyperparams_overrides": run_args.get("hyperparams"),
+        **_last_evaluation(run, up_to=None if checkpoint is None else trained.num_timesteps),
     }
-    if os.path.isfile(os.path.join(run, "evaluations.npz")):
-        with np.load(os.path.join(run, "evaluations.npz")) as evaluations:
-            # The run's last evaluation up to the packed model (a checkpoint's: the last one at or before its steps).
-            last = len(evaluations["timesteps"]) - 1
-            if checkpoint is not None:
-                last = int(np.searchsorted(evaluations["timesteps"], trained.num_timesteps, side="right")) - 1
-            if last >= 0:
-                facts["final_eval_mean"] = float(evaluations["results"][last].mean())
-                facts["final_eval_timesteps"] = int(evaluations["timesteps"][last])
     played_env_kwargs = config.get("env_kwargs")
     if env_kwargs:
         facts["training_env_kwargs"] = dict(played_env_kwargs or {})
-        played_env_kwargs = {**(played_env_kwargs or {}), **env_kwargs}
-        check_agent_env_kwargs(played_env_kwargs, where=os.path.join(destination, AGENT_FILE))  # before a window opens
-        try:  # a typo must not replace an agent folder (the package's own, by default) with one that cannot play
-            gym.make(run_args["env"], **played_env_kwargs).close()
-        except TypeError as error:
-            raise ValueError(f"{run_args['env']} does not take env_kwargs {env_kwargs}: {error}") from error
+        played_env_kwargs = _checked_env_kwargs(run_args["env"], {**(played_env_kwargs or {}), **env_kwargs}, destination)
     facts.update(provenance or {})
     save_pretrained(
         trained,
@@ -126,3 +99,71 @@ def save_pretrained_from_run(
         provenance=facts,
     )
     return facts
+
+
+def _checkpoint_steps(model: str) -> str | None:
+    """The steps of ``model`` = ``"checkpoint:<steps>"``, else ``None`` (``"final"``, ``"best"``).
+
+    :raises ValueError: for any other ``model``.
+    """
+    checkpoint = re.fullmatch(r"checkpoint:(\d+)", model)
+    if model not in ("final", "best") and checkpoint is None:
+        raise ValueError(f"model must be 'final', 'best' or 'checkpoint:<steps>', got {model!r}")
+    return None if checkpoint is None else checkpoint[1]
+
+
+def _packed_model_path(run: str, env_folder_name: str, model: str, checkpoint: str | None) -> str:
+    """The model zip of ``run`` that ``model`` names (as rl-zoo3's ``get_model_path`` names them).
+
+    :raises ValueError: for a checkpoint the run does not have, naming those it has.
+    """
+    if checkpoint is None:
+        return os.path.join(run, "best_model.zip" if model == "best" else f"{env_folder_name}.zip")
+    model_path = model_checkpoint_path(run, DEFAULT_NAME_PREFIX, int(checkpoint))
+    if not os.path.isfile(model_path):
+        saved = [saved.num_timesteps for saved in list_checkpoints(run)]
+        raise ValueError(f"no checkpoint {model_path}; the run has checkpoints at {saved or 'no steps'}")
+    return model_path
+
+
+def _packed_statistics(run: str, env_folder_name: str, model: str, checkpoint: str | None) -> Any:
+    """The ``VecNormalize`` saved with the packed model (:func:`~sb3_ppo_ext.zoo.loading.played_model_statistics`),
+    unpickled (the caller's own run), or ``None`` when the run does not normalise."""
+    path = played_model_statistics(run, env_folder_name, load_best=model == "best", load_checkpoint=checkpoint)
+    if not os.path.isfile(path):
+        return None
+    with open(path, "rb") as stream:
+        return pickle.load(stream)
+
+
+def _last_evaluation(run: str, *, up_to: int | None) -> dict[str, Any]:
+    """``final_eval_mean`` and ``final_eval_timesteps`` of the run's last evaluation (``evaluations.npz``), the last
+    one at or before ``up_to`` steps when given (a checkpoint's); empty when there is none."""
+    path = os.path.join(run, "evaluations.npz")
+    if not os.path.isfile(path):
+        return {}
+    with np.load(path) as evaluations:
+        last = len(evaluations["timesteps"]) - 1
+        if up_to is not None:
+            last = int(np.searchsorted(evaluations["timesteps"], up_to, side="right")) - 1
+        if last < 0:
+            return {}
+        return {
+            "final_eval_mean": float(evaluations["results"][last].mean()),
+            "final_eval_timesteps": int(evaluations["timesteps"][last]),
+        }
+
+
+def _checked_env_kwargs(env_id: str, env_kwargs: dict[str, Any], destination: str) -> dict[str, Any]:
+    """``env_kwargs`` for the agent to play with, checked as an agent file's (before a window opens) and by making
+    the task with them: a typo must not replace an agent folder (the package's own, by default) with one that cannot
+    play.
+
+    :raises ValueError: when the task does not take them.
+    """
+    check_agent_env_kwargs(env_kwargs, where=os.path.join(destination, AGENT_FILE))
+    try:
+        gym.make(env_id, **env_kwargs).close()
+    except TypeError as error:
+        raise ValueError(f"{env_id} does not take env_kwargs {env_kwargs}: {error}") from error
+    return env_kwargs

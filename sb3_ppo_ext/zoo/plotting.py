@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import glob
 import os
 
 import numpy as np
@@ -10,19 +9,15 @@ from huggingface_sb3 import EnvironmentName
 from stable_baselines3.common.monitor import LoadMonitorResultsError, load_results
 
 from sb3_ppo_ext.callbacks.plot import moving_average
+from sb3_ppo_ext.zoo.run_selection import list_runs, run_path
 
 X_AXES = ("steps", "episodes", "time")
 
 
 def find_runs(log_folder: str, algo: str, env_id: str) -> list[str]:
     """Run folders ``<log_folder>/<algo>/<env>_<n>`` of ``env_id``, in run-number order."""
-    env_name = EnvironmentName(env_id)
-    runs = []
-    for path in glob.glob(os.path.join(log_folder, algo, f"{env_name}_*")):
-        suffix = os.path.basename(path)[len(env_name) + 1 :]
-        if os.path.isdir(path) and suffix.isdigit():
-            runs.append((int(suffix), path))
-    return [path for _, path in sorted(runs)]
+    env_name = str(EnvironmentName(env_id))
+    return [run_path(log_folder, run) for run in list_runs(log_folder, [algo]) if run.env_name == env_name]
 
 
 def plot_runs(run_folders: list[str], output: str, *, x_axis: str = "steps", window: int = 20, title: str = "") -> int:

@@ -28,20 +28,23 @@ import argparse
 import contextlib
 import glob
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import yaml
+from rl_zoo3.exp_manager import ExperimentManager
 from stable_baselines3.common import env_util
+from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import EvalCallback
 from stable_baselines3.common.monitor import Monitor
 
 from sb3_ppo_ext.callbacks.checkpoint import find_latest_checkpoint, list_checkpoints
 from sb3_ppo_ext.files import atomic_write
 from sb3_ppo_ext.safe_loading import read_zip_data
-from sb3_ppo_ext.zoo.hyperparams import check_run_folder, load_run_yaml
+from sb3_ppo_ext.zoo.config.run_files import check_run_folder, load_run_yaml
+from sb3_ppo_ext.zoo.options import Option
 
 #: The options that may be given with ``--resume`` (``argparse`` destinations): how the run is carried out, not what
 #: it trains. Every other setting comes from the run's ``args.yml`` / ``config.yml``.
@@ -87,7 +90,7 @@ def run_settings(run_folder: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
 
     :param run_folder: rl-zoo3's run folder, ``<log folder>/<algo>/<env>_<n>``.
     :raises ResumeError: when the folder or its settings are missing, unreadable or refused
-        (:func:`~sb3_ppo_ext.zoo.hyperparams.check_run_folder`).
+        (:func:`~sb3_ppo_ext.zoo.config.run_files.check_run_folder`).
     """
     if not os.path.isdir(run_folder):
         raise ResumeError(f"--resume: {run_folder!r} is not a folder (give a run folder, e.g. logs/ppo_ext/<env>_1)")
@@ -108,6 +111,12 @@ def run_settings(run_folder: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
         empty = "args.yml" if not settings.arguments else "config.yml"
         raise ResumeError(f"--resume: {os.path.join(params_path, empty)} holds no settings")
     return params_path, settings.arguments, settings.config
+
+
+def resumed_config(run_folder: str) -> dict[str, Any]:
+    """The hyperparameters a resumed run trains with: those its ``config.yml`` saved, whatever its config file says
+    today (:func:`run_settings`)."""
+    return run_settings(run_folder)[2]
 
 
 def given_options(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
@@ -181,7 +190,7 @@ def find_resume_point(run_folder: str, env_name: str) -> ResumePoint:
 
     :raises ResumeError: when the run has neither.
     """
-    checkpoint = find_latest_checkpoint(run_folder, "rl_model")
+    checkpoint = find_latest_checkpoint(run_folder)
     candidates = []
     if checkpoint is not None:
         candidates.append(ResumePoint(checkpoint.model_path, checkpoint.vecnormalize_path, checkpoint.num_timesteps))
@@ -190,7 +199,7 @@ def find_resume_point(run_folder: str, env_name: str) -> ResumePoint:
         statistics = os.path.join(run_folder, env_name, "vecnormalize.pkl")
         candidates.append(ResumePoint(final_model, statistics, saved_num_timesteps(final_model)))
     if not candidates:
-        damaged = len(list_checkpoints(run_folder, "rl_model"))
+        damaged = len(list_checkpoints(run_folder))
         why = f"{damaged} damaged checkpoints" if damaged else "no checkpoint (train with --save-freq to have some)"
         raise ResumeError(f"--resume: {run_folder!r} has {why} and no final model {env_name}.zip to continue from")
     return max(candidates, key=lambda point: point.num_timesteps)
@@ -277,3 +286,130 @@ def continued_monitors() -> Iterator[None]:
         yield
     finally:
         env_util.Monitor = original  # type: ignore[misc]
+
+
+#: ``--resume`` of ``train``.
+RESUME: Option = (
+    ("--resume",),
+    {
+        "default": None,
+        "metavar": "RUN_FOLDER",
+        "help": "continue a run (e.g. logs/ppo_ext/<env>_1) in its folder, with its own settings, from its newest "
+        "checkpoint (--save-freq) or final model: step count, schedules, VecNormalize statistics, adaptive-KL "
+        "state and evaluation history carry on; -n sets a new total; only options of how to run (-n, "
+        "--num-threads, --progress, --vec-env, --device, ...) may be given with it",
+    },
+)
+
+
+def resumed_run_options(user_argv: Sequence[str]) -> Callable[[argparse.Namespace, argparse.ArgumentParser], None]:
+    """The options of ``train --resume RUN``: the run's saved ones, and those of
+    :data:`~sb3_ppo_ext.zoo.resume.RESUME_OPTIONS` that ``user_argv`` gives."""
+
+    def complete(parsed: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+        given = given_options(parser, list(user_argv))
+        try:
+            _, saved_arguments, _ = run_settings(parsed.resume)
+            take_run_settings(parsed, saved_arguments, given)
+        except ValueError as error:
+            parser.error(str(error))
+
+    return complete
+
+
+class ResumableExperiment(ExperimentManager):
+    """The ``--resume`` part of :class:`~sb3_ppo_ext.zoo.experiment.SafeExperimentManager`, all of it: the run's
+    folder and saved settings, its resume point, its monitor files continued, the training up to its total budget and
+    its run plan recorded (as this module's docstring describes)."""
+
+    #: Where a ``--resume``d run continues from (set when its settings are read, :meth:`take_resume_point`), else
+    #: ``None``.
+    resume_point: ResumePoint | None = None
+
+    @property
+    def resume_folder(self) -> str | None:
+        """The run folder of ``--resume``, or ``None`` for a new run."""
+        return getattr(self.args, "resume", None)
+
+    def continue_in_run_folder(self) -> None:
+        """Save into the resumed run's own folder (rl-zoo3 set up a new one, which it has not created yet)."""
+        if self.resume_folder is not None:
+            self.save_path = os.path.normpath(self.resume_folder)
+            self.params_path = f"{self.save_path}/{self.env_name}"
+
+    def resumed_config_document(self) -> dict[str, Any] | None:
+        """The config document of a resumed run (its env id mapped to the hyperparameters it used, whatever its config
+        file says today), or ``None`` for a new run."""
+        if self.resume_folder is None:
+            return None
+        return {self.env_name.gym_id: resumed_config(self.resume_folder)}
+
+    def take_resume_point(self) -> None:
+        """Find where a resumed run continues from (:func:`find_resume_point`) and continue training that model."""
+        if self.resume_folder is None:
+            return
+        self.resume_point = find_resume_point(self.save_path, str(self.env_name))
+        self.trained_agent, self.continue_training = self.resume_point.model_path, True
+
+    def monitors_of(self, *, eval_env: bool, no_log: bool) -> contextlib.AbstractContextManager:
+        """While envs are built: a resumed run's training envs continue its monitor files (:class:`ContinuedMonitor`)
+        instead of starting them again; other envs as rl-zoo3 builds them."""
+        continuing = self.resume_point is not None and not eval_env and not no_log
+        return continued_monitors() if continuing else contextlib.nullcontext()
+
+    def learn(self, model: BaseAlgorithm) -> None:
+        """rl-zoo3's training (the next class's ``learn``), or for a resumed run :meth:`learn_resumed`."""
+        if self.resume_point is None:
+            super().learn(model)
+        else:
+            self.learn_resumed(model)
+
+    def learn_resumed(self, model: BaseAlgorithm) -> None:
+        """rl-zoo3's training loop for a resumed run: its step count, schedules and evaluation history continue up to
+        the total budget (``-n``, else the config's ``n_timesteps``).
+
+        rl-zoo3's ``ExperimentManager.learn`` calls ``model.learn(self.n_timesteps)`` with no way to pass
+        ``reset_num_timesteps=False`` (and setting ``learn`` on the model would be saved into every checkpoint), so its
+        loop is repeated here: the same ``--log-interval`` reading, callbacks, Ctrl-C handling and clean-up.
+        """
+        assert self.resume_point is not None  # only called for a resumed run
+        for callback in self.callbacks:
+            if isinstance(callback, EvalCallback):
+                restore_evaluation_history(callback, model.num_timesteps, self.n_envs)
+        remaining = max(0, int(self.n_timesteps) - int(model.num_timesteps))
+        print(
+            f"Resuming {self.save_path} at {model.num_timesteps} steps from {self.resume_point.model_path}: "
+            f"{remaining} steps to {int(self.n_timesteps)}"
+        )
+        kwargs: dict[str, Any] = {}
+        if self.log_interval > -1:  # rl-zoo3's reading of --log-interval
+            kwargs["log_interval"] = self.log_interval
+        elif self.log_interval < -1:
+            kwargs["log_interval"] = None
+        if self.callbacks:
+            kwargs["callback"] = self.callbacks
+        try:
+            if remaining > 0:
+                model.learn(remaining, reset_num_timesteps=False, **kwargs)
+        except KeyboardInterrupt:  # as rl-zoo3: keep the model trained so far
+            pass
+        finally:
+            if self.callbacks:
+                self.callbacks[0].on_training_end()
+            with contextlib.suppress(EOFError):
+                if model.env is not None:
+                    model.env.close()
+
+    def record_resumed_run(self, command: str) -> bool:
+        """For a resumed run: keep its ``config.yml`` and ``args.yml``, but for its new budget and checkpoint frequency
+        (:func:`record_run_plan`), and add ``command`` to its ``command.txt``.
+
+        :return: whether the run is resumed (a new run's files are written by the caller).
+        """
+        if self.resume_point is None:
+            return False
+        record_run_plan(self.params_path, self.args)
+        with open(os.path.join(self.params_path, "command.txt"), "a", encoding="utf-8") as file:
+            file.write(f"\n{command}")
+        print(f"Log path: {self.save_path}")
+        return True

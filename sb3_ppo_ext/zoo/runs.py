@@ -1,109 +1,31 @@
-"""The run folders of a log folder in rl-zoo3's layout, ``<log folder>/<algo>/<env name>_<n>/``, and which one a
-command means when the user names only the env."""
+"""Deprecated: the older name of :mod:`sb3_ppo_ext.zoo.run_selection` (run folders and which one a command plays)."""
 
-from __future__ import annotations
+import warnings
 
-import difflib
-import glob
-import os
-from collections.abc import Iterable, Sequence
-from typing import NamedTuple
-
-
-class Run(NamedTuple):
-    """One run folder."""
-
-    algo: str
-    #: the env id with ``/`` replaced by ``-``, as in the folder name (``sb3_ppo_ext-Walker2D-v0``)
-    env_name: str
-    number: int
-    #: modification time of the folder, i.e. when it last received a file (the final model is written last)
-    modified: float
-
-
-def list_runs(log_folder: str, algorithms: Iterable[str]) -> list[Run]:
-    """Every run folder ``<log_folder>/<algo>/<env name>_<n>`` of the given algorithms, sorted."""
-    runs = []
-    for algo in algorithms:
-        algo_folder = os.path.join(log_folder, algo)
-        if not os.path.isdir(algo_folder):
-            continue
-        for name in os.listdir(algo_folder):
-            env_name, separator, number = name.rpartition("_")
-            path = os.path.join(algo_folder, name)
-            if separator and env_name and number.isdigit() and os.path.isdir(path):
-                runs.append(Run(algo, env_name, int(number), os.path.getmtime(path)))
-    return sorted(runs)
-
-
-def run_path(log_folder: str, run: Run) -> str:
-    """The folder of ``run`` under ``log_folder``."""
-    return os.path.join(log_folder, run.algo, f"{run.env_name}_{run.number}")
-
-
-def model_file_pattern(
-    env_name: str, *, load_best: bool = False, load_checkpoint: int | str | None = None, load_last_checkpoint: bool = False
-) -> str:
-    """The file (a glob pattern, relative to a run folder) of the model that rl-zoo3's ``get_model_path`` loads with
-    these options: the final model ``<env name>.zip``, ``best_model.zip``, or a ``--save-freq`` checkpoint."""
-    if load_best:
-        return "best_model.zip"
-    if load_checkpoint is not None:
-        return f"rl_model_{load_checkpoint}_steps.zip"
-    if load_last_checkpoint:
-        return "rl_model_*_steps.zip"
-    return f"{glob.escape(env_name)}.zip"
-
-
-def holds_model(folder: str, pattern: str) -> bool:
-    """Whether run ``folder`` holds a file matching ``pattern`` (from :func:`model_file_pattern`).
-
-    A run folder without one is a run that stopped before it saved a model, or the folder an ``optimize`` run
-    leaves (monitor files only): nothing to play."""
-    return any(os.path.isfile(path) for path in glob.glob(os.path.join(glob.escape(folder), pattern)))
-
-
-#: What a ``train`` command writes into its new run folder before its first training step, besides the training
-#: envs' monitor files (``<n>.monitor.csv``): the files of the ``<env name>/`` folder, with the run's settings and
-#: its first ``VecNormalize`` statistics.
-SETUP_SETTINGS_FILES: frozenset[str] = frozenset(
-    {"config.yml", "args.yml", "command.txt", "vecnormalize.pkl", "vecnormalize.npz"}
+from sb3_ppo_ext.zoo.run_selection import (
+    SETUP_SETTINGS_FILES,
+    Run,
+    holds_model,
+    holds_only_setup_files,
+    list_runs,
+    missing_run_message,
+    model_file_pattern,
+    newest_run,
+    run_path,
 )
 
+__all__ = [
+    "SETUP_SETTINGS_FILES",
+    "Run",
+    "holds_model",
+    "holds_only_setup_files",
+    "list_runs",
+    "missing_run_message",
+    "model_file_pattern",
+    "newest_run",
+    "run_path",
+]
 
-def holds_only_setup_files(folder: str, env_name: str) -> bool:
-    """Whether run ``folder`` holds nothing but what a ``train`` command writes there before it trains: monitor
-    files and the ``<env name>/`` folder of :data:`SETUP_SETTINGS_FILES` (no model, checkpoint, evaluation or
-    anything else)."""
-    for entry in os.scandir(folder):
-        if entry.is_file(follow_symlinks=False) and entry.name.endswith(".monitor.csv"):
-            continue
-        if entry.name != env_name or entry.is_symlink() or not entry.is_dir():
-            return False
-        if any(
-            not item.is_file(follow_symlinks=False) or item.name not in SETUP_SETTINGS_FILES for item in os.scandir(entry.path)
-        ):
-            return False
-    return True
-
-
-def newest_run(runs: Iterable[Run], env_name: str, number: int = 0) -> Run | None:
-    """The most recently modified run of ``env_name`` (among the runs numbered ``number`` unless it is 0), or ``None``."""
-    candidates = [run for run in runs if run.env_name == env_name and number in (0, run.number)]
-    return max(candidates, key=lambda run: run.modified, default=None)
-
-
-def missing_run_message(runs: Sequence[Run], log_folder: str, env_name: str, number: int = 0) -> str:
-    """Why no run of ``env_name`` (numbered ``number`` unless 0) is found under ``log_folder``: the runs that are
-    there and the nearest env name."""
-    if not runs:
-        return f"no run under {log_folder}/ (no <algo>/<env>_<n> folder there): train one first, with sb3-ppo-ext train"
-    if number and any(run.env_name == env_name for run in runs):
-        numbers = sorted({run.number for run in runs if run.env_name == env_name})
-        return f"no run {env_name}_{number} under {log_folder}/<algo>/ (runs of {env_name}: {numbers})"
-    env_names = sorted({run.env_name for run in runs})
-    near = difflib.get_close_matches(env_name, env_names, n=1)
-    hint = f"; did you mean {near[0]}?" if near else ""
-    names = sorted({f"{run.algo}/{run.env_name}" for run in runs})
-    listed = ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
-    return f"no run of {env_name} under {log_folder}/ (runs there: {listed}){hint}"
+warnings.warn(
+    "sb3_ppo_ext.zoo.runs is deprecated: import from sb3_ppo_ext.zoo.run_selection", DeprecationWarning, stacklevel=2
+)

@@ -15,7 +15,7 @@ from typing import Any
 import optuna
 from torch import nn
 
-from sb3_ppo_ext.ppo.ppo import OBJECTIVES
+from sb3_ppo_ext.ppo.loss import OBJECTIVES
 
 NET_ARCHS: dict[str, dict[str, list[int]]] = {
     "tiny": {"pi": [64], "vf": [64]},

@@ -4,14 +4,15 @@ cell under the grid's root."""
 from __future__ import annotations
 
 import dataclasses
+import glob
 import os
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sb3_ppo_ext.validation import check_int, check_kwargs
-from sb3_ppo_ext.zoo.hyperparams import MAX_N_TIMESTEPS
-from sb3_ppo_ext.zoo.safe_yaml import load_yaml_file
+from sb3_ppo_ext.zoo.config.blocks import MAX_N_TIMESTEPS
+from sb3_ppo_ext.zoo.config.yaml_files import load_yaml_file
 
 #: The keys a task's entry may hold (``defaults`` may hold all but ``seeds`` and ``variants``).
 CELL_KEYS = {"seeds", "variants", "n_timesteps", "eval_freq", "eval_episodes", "env_kwargs", "save_freq"}
@@ -171,7 +172,7 @@ def _seeds(where: str, seeds: Any) -> list[int]:
 def load_grid(path: str, relative_to: str | None = None) -> list[Cell]:
     """The cells of a grid file, in file order (task, then variant, then seed).
 
-    The file is read within the limits of :mod:`~sb3_ppo_ext.zoo.safe_yaml` (size, nesting, alias expansion; no
+    The file is read within the limits of :mod:`~sb3_ppo_ext.zoo.config.yaml_files` (size, nesting, alias expansion; no
     Python tags). Task and variant names must be folder names (:func:`check_path_component`), hyperparameter keys
     argument names, seeds integers from 0 to :data:`MAX_SEED`, the budgets and frequencies positive integers.
 
@@ -274,3 +275,13 @@ def _variant_cells(
         )
         for seed in seeds
     ]
+
+
+def cell_folders(root: str) -> list[str]:
+    """The cell folders under ``root`` (``<root>/<task>/<variant>/seed_<n>``, whatever they hold), in name order."""
+    return sorted(glob.glob(os.path.join(glob.escape(root), "*", "*", "seed_*")))
+
+
+def cell_run_folders(cell_folder: str) -> list[str]:
+    """rl-zoo3's run folders inside a cell folder (``<cell>/<algo>/<env>_<n>``), in name order."""
+    return sorted(path for path in glob.glob(os.path.join(glob.escape(cell_folder), "*", "*")) if os.path.isdir(path))

@@ -8,12 +8,13 @@ import glob
 import json
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, FINAL_EVAL_FILE
-from sb3_ppo_ext.zoo.hyperparams import load_run_yaml
+from sb3_ppo_ext.zoo.config.run_files import load_run_yaml
+from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, FINAL_EVAL_FILE, cell_folders, cell_run_folders
 
 #: SB3's logged training values that ``collect`` adds to each evaluation (the last logged before it).
 TRAIN_LOG_KEYS = ("std", "learning_rate", "approx_kl", "kl_coef")
@@ -40,7 +41,8 @@ def training_clock(run_folder: str) -> tuple[np.ndarray, np.ndarray]:
     """Cumulative training steps over all envs against wall-clock seconds since the first env started.
 
     From the ``*.monitor.csv`` files of the training envs (episode end time and length); the steps of an episode
-    are counted when it ends.
+    are counted when it ends. Read here rather than by SB3's ``monitor.load_results``, which needs each file's JSON
+    header to start with ``#`` and raises where a run has no monitor file yet; this reads both.
     """
     starts: list[float] = []
     ends: list[float] = []
@@ -60,8 +62,8 @@ def training_clock(run_folder: str) -> tuple[np.ndarray, np.ndarray]:
 
 def cell_run_folder(cell_folder: str) -> str | None:
     """rl-zoo3's ``<algo>/<env>_<n>`` folder inside a cell folder (the newest when there are several)."""
-    candidates = sorted(glob.glob(os.path.join(cell_folder, "*", "*", "evaluations.npz")), key=os.path.getmtime)
-    return os.path.dirname(candidates[-1]) if candidates else None
+    evaluated = [run for run in cell_run_folders(cell_folder) if os.path.isfile(os.path.join(run, "evaluations.npz"))]
+    return max(evaluated, key=lambda run: os.path.getmtime(os.path.join(run, "evaluations.npz")), default=None)
 
 
 def _task_of_run(run_folder: str) -> str | None:
@@ -106,12 +108,33 @@ def collect(root: str) -> list[dict[str, Any]]:
     length of its episodes and the training values logged last before it (``train_std``: the action noise,
     ``train_learning_rate``, ``train_approx_kl``, ``train_kl_coef``: beta)."""
     rows = []
-    for seed_folder in sorted(glob.glob(os.path.join(root, "*", "*", "seed_*"))):
+    for seed_folder in cell_folders(root):
         if not os.path.isdir(seed_folder) or ".interrupted-" in seed_folder:
             continue
         run_folder = cell_run_folder(seed_folder)
         if run_folder is None:
             continue
+        cell = _CellOfRows.read(seed_folder, run_folder)
+        rows.extend(_periodic_rows(cell, seed_folder, run_folder))
+        final_path = os.path.join(seed_folder, FINAL_EVAL_FILE)
+        if cell.finished and os.path.isfile(final_path):
+            rows.append(_final_row(cell, final_path))
+    return rows
+
+
+@dataclass(frozen=True)
+class _CellOfRows:
+    """What every row of one cell repeats: its task, variant and seed, and whether it finished."""
+
+    task: str
+    variant: str
+    seed: int
+    finished: bool
+
+    @classmethod
+    def read(cls, seed_folder: str, run_folder: str) -> _CellOfRows:
+        """The cell of ``seed_folder``: its task from its ``done.json`` once finished, else from its run's
+        ``args.yml``, else its task folder's name."""
         task_folder, variant = os.path.split(os.path.dirname(seed_folder))
         done_path = os.path.join(seed_folder, DONE_FILE)
         task = _task_of_run(run_folder) or os.path.basename(task_folder)
@@ -119,58 +142,64 @@ def collect(root: str) -> list[dict[str, Any]]:
         if finished:
             with open(done_path, encoding="utf-8") as stream:
                 task = json.load(stream)["task"]
-        evaluations = np.load(os.path.join(run_folder, "evaluations.npz"))
-        clock_steps, clock_seconds = training_clock(run_folder)
-        seed = int(seed_folder.rsplit("_", 1)[1])
-        successes = evaluations["successes"] if "successes" in evaluations.files else np.empty((0, 0))
-        log_steps, log_values = train_log_values(os.path.join(seed_folder, "train.log"))
-        for index, (timesteps, results) in enumerate(zip(evaluations["timesteps"], evaluations["results"], strict=True)):
-            reached = np.searchsorted(clock_steps, timesteps)
-            wall = float(clock_seconds[reached]) if reached < len(clock_seconds) else float("nan")
-            success_rate = float(np.mean(successes[index])) if index < len(successes) and successes[index].size else None
-            logged = np.searchsorted(log_steps, timesteps, side="right") - 1
-            rows.append(
-                {
-                    "task": task,
-                    "variant": variant,
-                    "seed": seed,
-                    "kind": "periodic",
-                    "timesteps": int(timesteps),
-                    "episodes": len(results),
-                    "eval_mean": float(np.mean(results)),
-                    "eval_std": float(np.std(results)),
-                    "wall_s": round(wall, 1),
-                    "finished": finished,
-                    "success_rate": success_rate,
-                    "eval_length": float(np.mean(evaluations["ep_lengths"][index])),
-                    **{
-                        f"train_{key}": float(series[logged]) if logged >= 0 else float("nan")
-                        for key, series in log_values.items()
-                    },
-                }
-            )
-        final_path = os.path.join(seed_folder, FINAL_EVAL_FILE)
-        if finished and os.path.isfile(final_path):
-            with open(final_path, encoding="utf-8") as stream:
-                final = json.load(stream)
-            rows.append(
-                {
-                    "task": task,
-                    "variant": variant,
-                    "seed": seed,
-                    "kind": "final",
-                    "timesteps": final["timesteps"],
-                    "episodes": final["episodes"],
-                    "eval_mean": final["mean_return"],
-                    "eval_std": final["std_return"],
-                    "wall_s": float("nan"),
-                    "finished": True,
-                    "success_rate": final["successes"] / final["episodes"] if "successes" in final else None,
-                    "eval_length": final.get("mean_length", float("nan")),
-                    **{f"train_{key}": float("nan") for key in TRAIN_LOG_KEYS},
-                }
-            )
+        return cls(task, variant, int(seed_folder.rsplit("_", 1)[1]), finished)
+
+    def row(self, kind: str, values: dict[str, Any], train_values: dict[str, float]) -> dict[str, Any]:
+        """One CSV row of this cell (:data:`CSV_FIELDS` order): ``kind``, the evaluation's ``values`` (``timesteps``
+        to ``eval_length``) and the training values logged last before it (``train_<key>``)."""
+        return {
+            "task": self.task,
+            "variant": self.variant,
+            "seed": self.seed,
+            "kind": kind,
+            **values,
+            **{f"train_{key}": train_values.get(key, float("nan")) for key in TRAIN_LOG_KEYS},
+        }
+
+
+def _periodic_rows(cell: _CellOfRows, seed_folder: str, run_folder: str) -> list[dict[str, Any]]:
+    """The rows of the run's periodic evaluations (``evaluations.npz``), with the wall-clock time each was reached
+    (:func:`training_clock`) and the training values logged last before it (:func:`train_log_values`)."""
+    evaluations = np.load(os.path.join(run_folder, "evaluations.npz"))
+    clock_steps, clock_seconds = training_clock(run_folder)
+    successes = evaluations["successes"] if "successes" in evaluations.files else np.empty((0, 0))
+    log_steps, log_values = train_log_values(os.path.join(seed_folder, "train.log"))
+    rows = []
+    for index, (timesteps, results) in enumerate(zip(evaluations["timesteps"], evaluations["results"], strict=True)):
+        reached = np.searchsorted(clock_steps, timesteps)
+        wall = float(clock_seconds[reached]) if reached < len(clock_seconds) else float("nan")
+        success_rate = float(np.mean(successes[index])) if index < len(successes) and successes[index].size else None
+        logged = np.searchsorted(log_steps, timesteps, side="right") - 1
+        values = {
+            "timesteps": int(timesteps),
+            "episodes": len(results),
+            "eval_mean": float(np.mean(results)),
+            "eval_std": float(np.std(results)),
+            "wall_s": round(wall, 1),
+            "finished": cell.finished,
+            "success_rate": success_rate,
+            "eval_length": float(np.mean(evaluations["ep_lengths"][index])),
+        }
+        train_values = {key: float(series[logged]) for key, series in log_values.items()} if logged >= 0 else {}
+        rows.append(cell.row("periodic", values, train_values))
     return rows
+
+
+def _final_row(cell: _CellOfRows, final_path: str) -> dict[str, Any]:
+    """The row of a finished cell's final evaluation (``final_eval.json``); it has no training values."""
+    with open(final_path, encoding="utf-8") as stream:
+        final = json.load(stream)
+    values = {
+        "timesteps": final["timesteps"],
+        "episodes": final["episodes"],
+        "eval_mean": final["mean_return"],
+        "eval_std": final["std_return"],
+        "wall_s": float("nan"),
+        "finished": True,
+        "success_rate": final["successes"] / final["episodes"] if "successes" in final else None,
+        "eval_length": final.get("mean_length", float("nan")),
+    }
+    return cell.row("final", values, {})
 
 
 def run_key(row: dict[str, Any]) -> tuple[str, str, int]:

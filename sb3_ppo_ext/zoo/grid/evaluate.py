@@ -3,14 +3,13 @@ starts that every seed failed."""
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import tempfile
 from collections.abc import Sequence
 
 from sb3_ppo_ext.pretrained import evaluate_agent
-from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, FINAL_EVAL_FILE, FINAL_EVAL_SEED
+from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, FINAL_EVAL_FILE, FINAL_EVAL_SEED, cell_folders
 from sb3_ppo_ext.zoo.packing import save_pretrained_from_run
 
 
@@ -20,8 +19,10 @@ def evaluate_cells(root: str, episodes: int, tasks: Sequence[str] | None = None)
     agent files a shipped agent uses; writes ``final_eval.json`` into the cell. Cells already evaluated with as many
     episodes are skipped."""
     lines = []
-    for done_path in sorted(glob.glob(os.path.join(root, "*", "*", "seed_*", DONE_FILE))):
-        seed_folder = os.path.dirname(done_path)
+    for seed_folder in cell_folders(root):
+        done_path = os.path.join(seed_folder, DONE_FILE)
+        if not os.path.isfile(done_path):
+            continue
         with open(done_path, encoding="utf-8") as stream:
             task = json.load(stream)["task"]
         if tasks and task not in tasks:
@@ -50,8 +51,10 @@ def shared_failures(root: str) -> list[str]:
     failed for every seed, and for all but one: hard starts rather than one policy's slips. From the
     ``failed_episodes`` of each finished cell's ``final_eval.json`` (tasks that report success)."""
     failed: dict[tuple[str, str], dict[int, dict[int, str]]] = {}
-    for final_path in sorted(glob.glob(os.path.join(glob.escape(root), "*", "*", "seed_*", FINAL_EVAL_FILE))):
-        seed_folder = os.path.dirname(final_path)
+    for seed_folder in cell_folders(root):
+        final_path = os.path.join(seed_folder, FINAL_EVAL_FILE)
+        if not os.path.isfile(final_path):
+            continue
         with open(final_path, encoding="utf-8") as stream:
             final = json.load(stream)
         if "failed_episodes" not in final:

@@ -71,66 +71,89 @@ def report(rows: Sequence[dict[str, Any]], *, at: int | None, threshold: dict[st
     periodic, final = _groups(rows, "periodic"), _groups(rows, "final")
     lines = []
     for task in sorted({task for task, _ in periodic}):
-        variants = sorted(variant for t, variant in periodic if t == task)
-        sources = {
-            variant: final[task, variant]
-            if at is None and set(final.get((task, variant), {})) == set(periodic[task, variant])
-            else periodic[task, variant]
-            for variant in variants
-        }
-        finals = {variant: final_scores(sources[variant], at) for variant in variants}
-        estimates = interval_estimates(
-            {
-                variant: np.array(list(finals[variant].values()), dtype=float)[:, None]
-                for variant in variants
-                if finals[variant]
-            },
-            reps,
-        )
-        lines += [f"### {task}", ""]
-        header = "| variant | seeds | score per seed | steps | evaluation | mean [95% CI] | IQM [95% CI] |"
-        with_successes = any(row.get("success_rate") is not None for row in rows if row["task"] == task)
-        if with_successes:
-            header += " successes per seed |"
-        if task in threshold:
-            header += f" wall-clock to {threshold[task]:g} per seed |"
-        lines += [header, "|" + "---|" * (header.count("|") - 1)]
-        for variant in variants:
-            if not finals[variant]:
-                continue
-            seeds = sorted(finals[variant])
-            used = [[row for row in sources[variant][seed] if at is None or row["timesteps"] <= at][-1] for seed in seeds]
-            steps = sorted({row["timesteps"] for row in used})
-            kind = "final" if sources[variant] is not periodic[task, variant] else "last periodic"
-            episodes = "/".join(str(n) for n in sorted({row["episodes"] for row in used}))
-            mean, iqm = estimates[variant]["mean"], estimates[variant]["iqm"]
-            line = (
-                f"| {variant} | {', '.join(map(str, seeds))} | "
-                f"{', '.join(f'{finals[variant][seed]:.0f}' for seed in seeds)} | "
-                f"{'/'.join(f'{s / 1e6:.3g}M' for s in steps)} | {kind}, {episodes} episodes | "
-                f"{mean[0]:.0f} [{mean[1]:.0f}, {mean[2]:.0f}] | {iqm[0]:.0f} [{iqm[1]:.0f}, {iqm[2]:.0f}] |"
-            )
-            if with_successes:
-                line += (
-                    " "
-                    + ", ".join(
-                        "-"
-                        if row.get("success_rate") is None
-                        else f"{round(row['success_rate'] * row['episodes'])}/{row['episodes']}"
-                        for row in used
-                    )
-                    + " |"
-                )
-            if task in threshold:
-                reached = [time_to_score(periodic[task, variant][seed], threshold[task]) for seed in seeds]
-                line += (
-                    " "
-                    + ", ".join("not reached" if r is None else f"{r[0] / 60:.1f} min ({r[1] / 1e6:.2f}M)" for r in reached)
-                    + " |"
-                )
-            lines.append(line)
-        lines.append("")
+        task_rows = [row for row in rows if row["task"] == task]
+        lines += _task_table(task, task_rows, periodic, final, at=at, threshold=threshold.get(task), reps=reps)
     return "\n".join(lines)
+
+
+def _task_table(
+    task: str,
+    task_rows: Sequence[dict[str, Any]],
+    periodic: dict[tuple[str, str], dict[int, list[dict[str, Any]]]],
+    final: dict[tuple[str, str], dict[int, list[dict[str, Any]]]],
+    *,
+    at: int | None,
+    threshold: float | None,
+    reps: int,
+) -> list[str]:
+    """The lines of one task's section of :func:`report`: its title, the table header and one line per variant."""
+    variants = sorted(variant for t, variant in periodic if t == task)
+    uses_final = {
+        variant: at is None and set(final.get((task, variant), {})) == set(periodic[task, variant]) for variant in variants
+    }
+    sources = {variant: final[task, variant] if uses_final[variant] else periodic[task, variant] for variant in variants}
+    finals = {variant: final_scores(sources[variant], at) for variant in variants}
+    estimates = interval_estimates(
+        {variant: np.array(list(scores.values()), dtype=float)[:, None] for variant, scores in finals.items() if scores},
+        reps,
+    )
+    with_successes = any(row.get("success_rate") is not None for row in task_rows)
+    header = "| variant | seeds | score per seed | steps | evaluation | mean [95% CI] | IQM [95% CI] |"
+    if with_successes:
+        header += " successes per seed |"
+    if threshold is not None:
+        header += f" wall-clock to {threshold:g} per seed |"
+    lines = [f"### {task}", "", header, "|" + "---|" * (header.count("|") - 1)]
+    for variant in variants:
+        if not finals[variant]:
+            continue
+        used = {
+            seed: [row for row in sources[variant][seed] if at is None or row["timesteps"] <= at][-1]
+            for seed in sorted(finals[variant])
+        }
+        line = _variant_line(
+            variant, used, finals[variant], estimates[variant], "final" if uses_final[variant] else "last periodic"
+        )
+        if with_successes:
+            line += " " + ", ".join(_successes(row) for row in used.values()) + " |"
+        if threshold is not None:
+            reached = [time_to_score(periodic[task, variant][seed], threshold) for seed in used]
+            line += " " + ", ".join(_time_to_score_cell(time) for time in reached) + " |"
+        lines.append(line)
+    lines.append("")
+    return lines
+
+
+def _variant_line(
+    variant: str,
+    used: dict[int, dict[str, Any]],
+    scores: dict[int, float],
+    estimate: dict[str, Any],
+    kind: str,
+) -> str:
+    """The first seven cells of a variant's line: its seeds and their scores, the steps and evaluation they come from
+    (``used``: each seed's row), and the mean and IQM with their confidence intervals."""
+    steps = sorted({row["timesteps"] for row in used.values()})
+    episodes = "/".join(str(n) for n in sorted({row["episodes"] for row in used.values()}))
+    mean, iqm = estimate["mean"], estimate["iqm"]
+    return (
+        f"| {variant} | {', '.join(map(str, used))} | "
+        f"{', '.join(f'{scores[seed]:.0f}' for seed in used)} | "
+        f"{'/'.join(f'{s / 1e6:.3g}M' for s in steps)} | {kind}, {episodes} episodes | "
+        f"{mean[0]:.0f} [{mean[1]:.0f}, {mean[2]:.0f}] | {iqm[0]:.0f} [{iqm[1]:.0f}, {iqm[2]:.0f}] |"
+    )
+
+
+def _successes(row: dict[str, Any]) -> str:
+    """``successes/episodes`` of an evaluation row, ``-`` where the task reports no success."""
+    if row.get("success_rate") is None:
+        return "-"
+    return f"{round(row['success_rate'] * row['episodes'])}/{row['episodes']}"
+
+
+def _time_to_score_cell(reached: tuple[float, int] | None) -> str:
+    """A seed's wall-clock time (and steps) to the threshold, from :func:`time_to_score`."""
+    return "not reached" if reached is None else f"{reached[0] / 60:.1f} min ({reached[1] / 1e6:.2f}M)"
 
 
 #: ``report --curve-value`` choices: the CSV column a curve table shows, and its format.

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from sb3_ppo_ext.callbacks.checkpoint import find_latest_checkpoint
-from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, Cell
+from sb3_ppo_ext.callbacks.checkpoint import find_latest_checkpoint, list_checkpoints
+from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, Cell, cell_folders, cell_run_folders
 
 
 def sb3_ppo_ext_command() -> list[str]:
@@ -100,12 +100,11 @@ def run_cell(cell: Cell, root: str) -> str:
 def _resumable_run(cell_folder: str) -> str | None:
     """The rl-zoo3 run folder of an unfinished cell when it saved a checkpoint or a final model to continue from (a
     cell stopped mid-run, or a finished run copied in to be trained on to a larger budget), else ``None``."""
-    for args_path in sorted(glob.glob(os.path.join(glob.escape(cell_folder), "*", "*", "*", "args.yml"))):
-        params_folder = os.path.dirname(args_path)
-        run_folder = os.path.dirname(params_folder)
-        final_model = os.path.join(run_folder, os.path.basename(params_folder) + ".zip")
-        if glob.glob(os.path.join(glob.escape(run_folder), "rl_model_*_steps.zip")) or os.path.isfile(final_model):
-            return run_folder
+    for run_folder in cell_run_folders(cell_folder):
+        for args_path in sorted(glob.glob(os.path.join(glob.escape(run_folder), "*", "args.yml"))):
+            final_model = os.path.dirname(args_path) + ".zip"
+            if list_checkpoints(run_folder) or os.path.isfile(final_model):
+                return run_folder
     return None
 
 
@@ -121,7 +120,7 @@ def snapshot_cells(root: str, destination: str) -> list[str]:
     :returns: one line per cell copied.
     """
     lines = []
-    for cell_folder in sorted(glob.glob(os.path.join(glob.escape(root), "*", "*", "seed_*"))):
+    for cell_folder in cell_folders(root):
         run_folder = _resumable_run(cell_folder)
         if run_folder is None or os.path.isfile(os.path.join(cell_folder, DONE_FILE)):
             continue

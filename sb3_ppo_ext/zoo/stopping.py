@@ -1,0 +1,112 @@
+"""Training stopped before its budget without losing the run: SIGTERM handled as Ctrl-C, and the exception that
+tells the command line what stopped training and with which exit status."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from rl_zoo3.exp_manager import ExperimentManager
+from stable_baselines3.common.base_class import BaseAlgorithm
+
+from sb3_ppo_ext.vec_env.shared_memory_vec_env import EnvWorkerError
+
+#: Exit status of ``train`` stopped by SIGTERM (the shell's convention: 128 + the signal's number).
+SIGTERM_EXIT_STATUS = 128 + signal.SIGTERM
+
+
+#: Exit status of ``train`` stopped by a failed env worker.
+WORKER_FAILURE_EXIT_STATUS = 1
+
+
+class TrainingStopped(Exception):
+    """Training stopped before its budget, by SIGTERM or by an env (worker) that failed; the model and its
+    ``VecNormalize`` statistics were saved to the run folder first, when it had trained, so that ``train --resume``
+    continues from them. The command line prints the message in one line and exits with :attr:`exit_status`.
+
+    :param message: what stopped training, and what was saved where.
+    :param exit_status: the command's exit status (:data:`SIGTERM_EXIT_STATUS`, :data:`WORKER_FAILURE_EXIT_STATUS`).
+    """
+
+    def __init__(self, message: str, exit_status: int) -> None:
+        super().__init__(message)
+        self.exit_status = exit_status
+
+
+class TerminationRequested(KeyboardInterrupt):
+    """SIGTERM (a cluster scheduler, ``docker stop``, a grid being stopped) raised while a model learns, as Ctrl-C
+    raises ``KeyboardInterrupt``: training stops and the model is saved as after Ctrl-C."""
+
+
+@contextmanager
+def sigterm_stops_training(on_signal: Callable[[], None]) -> Iterator[None]:
+    """While the block runs, SIGTERM calls ``on_signal`` and raises :class:`TerminationRequested` in the main thread;
+    a second SIGTERM ends the process at once (the signal's default). Off the main thread, nothing changes (Python
+    runs signal handlers in the main thread only).
+
+    :param on_signal: called first, to record that training was stopped by the signal.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def stop(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        on_signal()
+        raise TerminationRequested("SIGTERM")
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class StoppableExperiment(ExperimentManager):
+    """The part of :class:`~sb3_ppo_ext.zoo.experiment.SafeExperimentManager` that SIGTERM or a failed env worker stop
+    without losing the run: as after Ctrl-C, learning ends, the envs are closed and the model trained so far is saved
+    with its statistics, then :meth:`save_trained_model` raises :class:`TrainingStopped`, which says what stopped
+    training. A worker failure before the first step stops the command at once (nothing trained, nothing to save)."""
+
+    #: What stopped training before its budget (SIGTERM or the failure of an env worker), once it did.
+    stopped_by: str | None = None
+    #: The command's exit status for :attr:`stopped_by`.
+    stopped_exit_status: int = 0
+
+    def learn(self, model: BaseAlgorithm) -> None:
+        """rl-zoo3's training (the next class's ``learn``), which SIGTERM or a failed env worker stop."""
+
+        def stopped_by_sigterm() -> None:
+            self.stopped_by = f"training was stopped by SIGTERM at {model.num_timesteps} steps"
+            self.stopped_exit_status = SIGTERM_EXIT_STATUS
+
+        with sigterm_stops_training(stopped_by_sigterm):
+            try:
+                super().learn(model)
+            except EnvWorkerError as error:
+                what = str(error).splitlines()[0]
+                if model.num_timesteps == 0:
+                    raise TrainingStopped(
+                        f"{what}; training stopped before its first step, nothing to save", WORKER_FAILURE_EXIT_STATUS
+                    ) from error
+                self.stopped_by = f"{what}; training stopped at {model.num_timesteps} steps"
+                self.stopped_exit_status = WORKER_FAILURE_EXIT_STATUS
+
+    def save_trained_model(self, model: BaseAlgorithm) -> None:
+        """rl-zoo3's saving of the final model (the next class's).
+
+        :raises TrainingStopped: once saved, when SIGTERM or a failed env worker stopped training (:meth:`learn`).
+        """
+        super().save_trained_model(model)
+        if self.stopped_by is not None:
+            saved = self.normalize and model.get_vec_normalize_env() is not None
+            statistics = " and its VecNormalize statistics" if saved else ""
+            raise TrainingStopped(
+                f"{self.stopped_by}; the model{statistics} were saved to {self.save_path}; continue with: "
+                f"sb3-ppo-ext train --resume {self.save_path}",
+                self.stopped_exit_status,
+            )
