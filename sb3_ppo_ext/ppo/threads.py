@@ -12,8 +12,9 @@ networks; 2-core machine, 2026-12-05, ``model.train()`` timed in a script beside
 minibatches of 128, 20 epochs: 9.9-13.7 s on one thread against 120-134 s on two with libgomp's default waiting;
 minibatches of 2048, 5 epochs: 1.0-1.9 s against 6.1-10.6 s. With nothing else running, two threads gained at most
 a few percent at 128 rows (3%: 1531 against 1479 env steps per second of the whole loop, docs/results/ppo_speed.md)
-and nothing at 1024 rows (10 epochs: 0.57 s on one thread and on two, OpenMP's threads sleeping). So ``"auto"`` keeps the update on one thread below :data:`ROWS_PER_EXTRA_THREAD` rows per minibatch and
-gives it one more thread per that many rows above it, never more than the caller allows or the usable cores.
+and nothing at 1024 rows (10 epochs: 0.57 s on one thread and on two, OpenMP's threads sleeping). So ``"auto"``
+keeps the update on one thread below :data:`ROWS_PER_EXTRA_THREAD` rows per minibatch and gives it one more thread
+per that many rows above it, never more than the caller allows or the usable cores.
 
 **What it cannot guard.** Other processes' load changes during a run; the count is chosen from the minibatch's size,
 not from the load. Beside a busy process, extra threads cost less once OpenMP's threads sleep at a barrier instead of
