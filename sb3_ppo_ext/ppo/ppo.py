@@ -33,11 +33,11 @@ from sb3_ppo_ext.ppo.threads import (
     check_update_threads,
     intra_op_threads,
     update_thread_count,
-    usable_cores,
 )
 from sb3_ppo_ext.validation import (
     HyperparameterError,
 )
+from sb3_ppo_ext.vec_env.shared_memory_vec_env import usable_cores
 
 SelfPPO = TypeVar("SelfPPO", bound="PPO")
 

@@ -23,7 +23,6 @@ spinning (:mod:`sb3_ppo_ext.openmp_wait`, set when the package is imported befor
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -37,13 +36,6 @@ AUTO = "auto"
 ROWS_PER_EXTRA_THREAD = 4096
 
 UpdateThreads = int | str | None
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity where the platform tells, else the machine's count)."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)  # pragma: no cover - platforms without affinity (macOS, Windows)
 
 
 def check_update_threads(setting: object) -> UpdateThreads:
@@ -63,7 +55,8 @@ def update_thread_count(setting: UpdateThreads, minibatch_rows: int, caller_thre
         most ``caller_threads``; an int: that many; ``None``: the caller's setting.
     :param minibatch_rows: rows of one minibatch (PPO's ``batch_size``, or the rollout when it is smaller).
     :param caller_threads: torch's intra-op threads before the update (``torch.get_num_threads()``).
-    :param cores: the usable cores (:func:`usable_cores`); no choice goes above them.
+    :param cores: the usable cores (:func:`~sb3_ppo_ext.vec_env.shared_memory_vec_env.usable_cores`, the count the
+        shared-memory VecEnv sizes its workers by); no choice goes above them.
     """
     if setting is None:
         return None
