@@ -134,24 +134,19 @@ def block_table(
     for scenario in scenarios:
         cells = [median(scenario, variant) for variant in variants]
         lines.append(f"| {scenario} | " + " | ".join("" if cell is None else f"{cell:.0f}" for cell in cells) + " |")
+    # (label, numerator, denominator): each a (scenario, variant) cell; a ratio is printed where both were measured.
+    definitions = [
+        (f"{scenario}: {top} / {bottom}", (scenario, top), (scenario, bottom))
+        for scenario in scenarios
+        for top, bottom in (("default", "one_thread"), ("torch_first", "one_thread"), ("default", "before"))
+    ]
+    definitions.append(("alone: default / dummy", ("alone", "default"), ("alone", "dummy")))
+    definitions.append(("two runs summed / one alone (default)", ("two_runs", "default"), ("alone", "default")))
     ratios = []
-    alone_default = median("alone", "default")
-    for scenario in scenarios:
-        default, one = median(scenario, "default"), median(scenario, "one_thread")
-        if default and one:
-            ratios.append(f"{scenario}: default / one_thread = {default / one:.2f}")
-        first = median(scenario, "torch_first")
-        if first and one:
-            ratios.append(f"{scenario}: torch_first / one_thread = {first / one:.2f}")
-        before = median(scenario, "before")
-        if default and before:
-            ratios.append(f"{scenario}: default / before = {default / before:.2f}")
-    dummy = median("alone", "dummy")
-    if dummy and alone_default:
-        ratios.append(f"alone: default / dummy = {alone_default / dummy:.2f}")
-    two, alone = median("two_runs", "default"), median("alone", "default")
-    if two and alone:
-        ratios.append(f"two runs summed / one alone (default) = {two / alone:.2f}")
+    for label, numerator, denominator in definitions:
+        top, bottom = median(*numerator), median(*denominator)
+        if top and bottom:
+            ratios.append(f"{label} = {top / bottom:.2f}")
     return "\n".join([*lines, "", *(f"- {ratio}" for ratio in ratios)])
 
 
