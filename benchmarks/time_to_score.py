@@ -2,8 +2,10 @@
 our PPO against Stable-Baselines3's, same task and seeds, with the peak memory of each run.
 
 What it measures. For each seed, each *contender* trains once through the command line, ``sb3-ppo-ext train`` in a
-process of its own (one torch thread, ``OMP_NUM_THREADS=1``, rl-zoo3's periodic deterministic evaluation every
-``--eval-freq`` steps over ``--eval-episodes`` episodes):
+process of its own, as a user runs it: torch's and OpenMP's threads left as the environment sets them (no
+``--num-threads``; with ``--one-thread``, ``--num-threads 1`` and ``OMP_NUM_THREADS=1`` for both, the setting of
+runs side by side on one core each), and rl-zoo3's periodic deterministic evaluation every ``--eval-freq`` steps
+over ``--eval-episodes`` episodes:
 
 - ``ours``: ``--algo ppo_ext`` with its bundled config and the task's preferred VecEnv, plus ``--ours-args`` (its
   fastest local setting, e.g. ``--ours-args "--vec-env shared"``);
@@ -12,7 +14,8 @@ process of its own (one torch thread, ``OMP_NUM_THREADS=1``, rl-zoo3's periodic 
   fewer where memory is short: ``--sb3-args "--hyperparams n_envs:8"``), plus ``--sb3-args``.
 
 The command lines are those of the learning grids (:meth:`sb3_ppo_ext.zoo.grid.cells.Cell.train_argv`), with the
-grid's fixed ``--vec-env dummy`` replaced by each contender's VecEnv.
+grid's fixed ``--vec-env dummy`` replaced by each contender's VecEnv and, unless ``--one-thread``, the grid's
+``--num-threads 1`` left out.
 
 How. The runs go one after another, each with the whole machine; per seed both contenders run back to back, ours
 first on even seeds and SB3 first on odd ones, so that a drift in the machine's load hits both alike. While a run
@@ -65,7 +68,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from sb3_ppo_ext.zoo.grid.cells import CELL_VEC_ENV, Cell
+from sb3_ppo_ext.zoo.grid.cells import CELL_THREADS, CELL_VEC_ENV, Cell
 from sb3_ppo_ext.zoo.grid.collect import cell_run_folder
 from sb3_ppo_ext.zoo.grid.run import sb3_ppo_ext_command
 from sb3_ppo_ext.zoo.vec_env_choice import preferred_vec_env
@@ -103,6 +106,8 @@ class Contender:
     :param conf: the config file (``--conf-file``), or ``None`` for the algorithm's bundled one.
     :param vec_env: the ``--vec-env`` arguments (empty: the task's preferred VecEnv).
     :param extra_args: more ``sb3-ppo-ext train`` arguments, after all others (so they override them).
+    :param one_thread: keep the grid's ``--num-threads 1`` (and run with ``OMP_NUM_THREADS=1``); otherwise the run
+        has the threads a user's plain command gets.
     """
 
     name: str
@@ -110,6 +115,7 @@ class Contender:
     conf: str | None
     vec_env: tuple[str, ...]
     extra_args: tuple[str, ...]
+    one_thread: bool = False
 
     def train_argv(
         self, env_id: str, seed: int, folder: str, eval_freq: int, eval_episodes: int, max_steps: int | None
@@ -126,7 +132,15 @@ class Contender:
             eval_freq=eval_freq,
             eval_episodes=eval_episodes,
         )
-        return [*without_cell_vec_env(cell.train_argv(folder)), *self.vec_env, *self.extra_args]
+        argv = without_arguments(cell.train_argv(folder), CELL_VEC_ENV)
+        if not self.one_thread:
+            argv = without_arguments(argv, CELL_THREADS)
+        return [*argv, *self.vec_env, *self.extra_args]
+
+    def environment(self) -> dict[str, str]:
+        """The environment of this contender's training process: this one's, with ``OMP_NUM_THREADS=1`` where it
+        runs on one thread."""
+        return {**os.environ, "OMP_NUM_THREADS": "1"} if self.one_thread else dict(os.environ)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,17 +182,18 @@ class RunResult:
         return self.wall_s_to_threshold is not None
 
 
-def without_cell_vec_env(argv: Sequence[str]) -> list[str]:
-    """``argv`` without the learning grid's fixed VecEnv arguments (:data:`CELL_VEC_ENV`).
+def without_arguments(argv: Sequence[str], fixed: tuple[str, ...]) -> list[str]:
+    """``argv`` without the run of arguments ``fixed`` (one of the learning grid's fixed settings,
+    :data:`CELL_VEC_ENV` or :data:`CELL_THREADS`).
 
     :raises ValueError: if ``argv`` does not hold them.
     """
     argv = list(argv)
-    width = len(CELL_VEC_ENV)
+    width = len(fixed)
     for start in range(len(argv) - width + 1):
-        if tuple(argv[start : start + width]) == CELL_VEC_ENV:
+        if tuple(argv[start : start + width]) == fixed:
             return argv[:start] + argv[start + width :]
-    raise ValueError(f"the grid's training arguments no longer hold {CELL_VEC_ENV}: {argv}")
+    raise ValueError(f"the grid's training arguments no longer hold {fixed}: {argv}")
 
 
 def vec_env_of(argv: Sequence[str], env_id: str) -> str:
@@ -329,7 +344,7 @@ def run_contender(
             [*sb3_ppo_ext_command(), *argv],
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "OMP_NUM_THREADS": "1"},
+            env=contender.environment(),
             start_new_session=True,
         )
         outcome: str | None = None
@@ -462,6 +477,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--poll-seconds", type=float, default=2.0, help="seconds between polls (default: 2)")
     parser.add_argument("--grace-seconds", type=float, default=10.0, help="seconds a stopping run gets (default: 10)")
     parser.add_argument("--csv", help="also write the rows to this CSV file")
+    parser.add_argument(
+        "--one-thread",
+        action="store_true",
+        help="run both contenders with --num-threads 1 and OMP_NUM_THREADS=1 (default: the threads a plain command gets)",
+    )
     args = parser.parse_args(argv)
     for name in ("eval_freq", "eval_episodes", "max_steps"):
         value = getattr(args, name)
@@ -477,9 +497,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def contenders_of(args: argparse.Namespace) -> list[Contender]:
     """The contenders the command line asks for, in :data:`CONTENDERS` order."""
     available = {
-        "ours": Contender("ours", "ppo_ext", None, (), tuple(shlex.split(args.ours_args))),
+        "ours": Contender("ours", "ppo_ext", None, (), tuple(shlex.split(args.ours_args)), args.one_thread),
         "sb3": Contender(
-            "sb3", "ppo", os.path.abspath(args.sb3_conf), ("--vec-env", "subproc"), tuple(shlex.split(args.sb3_args))
+            "sb3",
+            "ppo",
+            os.path.abspath(args.sb3_conf),
+            ("--vec-env", "subproc"),
+            tuple(shlex.split(args.sb3_args)),
+            args.one_thread,
         ),
     }
     return [available[name] for name in CONTENDERS if name in args.contenders]

@@ -109,6 +109,17 @@ def test_the_contenders_commands_and_their_order():
     assert time_to_score.vec_env_of(ours_argv, "E-v0") == "shared"
     assert time_to_score.vec_env_of(["--vec-env=ray"], "E-v0") == "ray"
     assert time_to_score.vec_env_of([], "sb3_ppo_ext/Humanoid-v0") == "shared (task's default)"
+    # As a user runs it: neither the grid's one thread nor OMP_NUM_THREADS=1 unless asked for.
+    for argv, contender in ((ours_argv, ours), (sb3_argv, sb3)):
+        assert "--num-threads" not in argv
+        assert contender.environment().get("OMP_NUM_THREADS") == os.environ.get("OMP_NUM_THREADS")
+    one_thread = time_to_score.contenders_of(
+        time_to_score.parse_args(["--env", "E-v0", "--threshold", "1", "--root", "r", "--one-thread"])
+    )
+    for contender in one_thread:
+        argv = contender.train_argv("E-v0", 3, "f", 500, 10, None)
+        assert argv[argv.index("--num-threads") + 1] == "1"
+        assert contender.environment()["OMP_NUM_THREADS"] == "1"
     assert [c.name for c in time_to_score.running_order([ours, sb3], 0)] == ["ours", "sb3"]
     assert [c.name for c in time_to_score.running_order([ours, sb3], 1)] == ["sb3", "ours"]
     with pytest.raises(SystemExit):

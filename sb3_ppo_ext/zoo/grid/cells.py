@@ -27,6 +27,8 @@ FINAL_EVAL_FILE = "final_eval.json"
 #: The VecEnv of every cell, new or resumed: the grid runs one cell per core (``--num-threads 1``), so a cell's envs
 #: step in its own process rather than in worker processes of the task's preferred VecEnv.
 CELL_VEC_ENV: tuple[str, ...] = ("--vec-env", "dummy")
+#: The torch threads of every cell: one, as the cells share the machine's cores one each.
+CELL_THREADS: tuple[str, ...] = ("--num-threads", "1")
 #: What a variant's name and a task's folder name (its id, ``/`` written as ``-``) may be: they become folders under
 #: the grid's root, so no ``/``, no ``..``, no leading ``.`` or ``-`` (which ``train`` would read as an option).
 PATH_COMPONENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=-]{0,99}")
@@ -110,8 +112,7 @@ class Cell:
             str(self.seed),
             "-f",
             folder,
-            "--num-threads",
-            "1",
+            *CELL_THREADS,
             *CELL_VEC_ENV,
             "--eval-freq",
             str(self.eval_freq),
@@ -133,7 +134,7 @@ class Cell:
 
     def resume_argv(self, run_folder: str) -> list[str]:
         """The ``sb3-ppo-ext train`` arguments that continue this cell's interrupted run from its newest checkpoint."""
-        argv = ["train", "--resume", run_folder, "--num-threads", "1", *CELL_VEC_ENV, "--no-progress"]
+        argv = ["train", "--resume", run_folder, *CELL_THREADS, *CELL_VEC_ENV, "--no-progress"]
         if self.n_timesteps is not None:
             argv += ["-n", str(self.n_timesteps)]
         if self.save_freq is not None:
