@@ -132,3 +132,19 @@ def test_the_benchmark_runs_each_variant_as_described():
     table = bench_threads.block_table("walker", rates, ["alone", "busy", "two_runs"], ["default", "one_thread"])
     assert "| alone | 100 | 50 |" in table and "busy: default / one_thread = 0.90" in table
     assert "two runs summed / one alone (default) = 0.80" in table
+
+
+def test_the_phase_benchmark_times_a_real_command_and_its_phases_add_up():
+    """A real ``train`` on CartPole (2 updates) in a fresh process: the phases are positive, the envs' stepping is
+    part of the collection, and start-up, collection, update and evaluation together are the total less the saving."""
+    import bench_phases
+
+    phases = bench_phases.run_variant("CartPole-v1", 1024, 0, "--vec-env dummy --eval-freq 256 --eval-episodes 2")
+    assert set(phases) == set(bench_phases.PHASES)
+    assert all(phases[phase] > 0 for phase in bench_phases.PHASES)
+    assert phases["in step_wait"] < phases["collection"]
+    parts = sum(phases[phase] for phase in ("start-up", "collection", "update", "evaluation"))
+    assert parts <= phases["total"] < parts + 5.0
+    runs = {"": [{**phases, "total": 10.0}], "--vec-env dummy": [{**phases, "total": 18.0}, {**phases, "total": 20.0}]}
+    table = bench_phases.table(["", "--vec-env dummy"], runs)
+    assert "| total | 10.00 | 19.00 |" in table and "| total / `(no flag)`'s total | 1.00 | 1.90 |" in table
