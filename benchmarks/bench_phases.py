@@ -10,8 +10,7 @@ timed by wrapping, for the run's duration, the methods that own them:
 - ``collection``: ``PPO.collect_rollouts`` less the evaluation inside it, of which ``in step_wait`` is the time spent
   in the VecEnv's ``step_wait`` (the envs stepping: in this process for ``DummyVecEnv``; for
   ``SharedMemoryVecEnv``, its own block and the wait for its workers; the evaluation env's steps not counted); the
-  rest is the driver's own work (the policy's
-  actions, normalisation, the rollout buffer, callbacks);
+  rest is the driver's own work (the policy's actions, normalisation, the rollout buffer, callbacks);
 - ``update``: ``PPO.train``;
 - ``evaluation``: rl-zoo3's periodic evaluation (``EvalCallback._on_step``);
 - ``total``: the process's first line to the command's return (saving included).
