@@ -198,6 +198,41 @@ def test_report_joins_several_csvs(tmp_path, capsys):
         grid.main(["report", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"), str(tmp_path / "a.csv")])
 
 
+def test_plot_draws_each_variants_iqm_over_seeds_and_its_band_with_rliable(tmp_path, monkeypatch):
+    """One panel per task, one curve per variant: the IQM over seeds at each evaluation step with its bootstrap band,
+    drawn by rliable, and a variant in the same colour in every panel."""
+    from rliable import plot_utils
+    from scipy import stats
+
+    for seed, final in enumerate([10.0, 20.0, 30.0, 100.0]):
+        for task in ("T", "U"):
+            fake_run(tmp_path, task, "a", seed, [(1000, float(seed)), (2000, final)], [[(5.0, 1000)]])
+    fake_run(tmp_path, "U", "b", 0, [(1000, 5.0)], [[(5.0, 1000)]])
+    drawn = []
+    original = plot_utils.plot_sample_efficiency_curve
+
+    def recording(frames, points, intervals, **kwargs):
+        drawn.append((kwargs["ax"].get_title(), frames, points, intervals, kwargs["colors"]))
+        return original(frames, points, intervals, **kwargs)
+
+    monkeypatch.setattr(plot_utils, "plot_sample_efficiency_curve", recording)
+    output = tmp_path / "plots" / "curves.png"
+    grid.plot(grid.collect(str(tmp_path)), str(output), reps=100)
+    assert output.stat().st_size > 1000
+    assert [(title, sorted(points)) for title, _, points, _, _ in drawn] == [
+        ("T", ["a (4 seeds)"]),
+        ("U", ["a (4 seeds)"]),
+        ("U", ["b (1 seeds)"]),
+    ]
+    _, frames, points, intervals, colors = drawn[0]
+    np.testing.assert_allclose(frames, [0.001, 0.002])
+    iqm = [stats.trim_mean([0.0, 1.0, 2.0, 3.0], 0.25), stats.trim_mean([10.0, 20.0, 30.0, 100.0], 0.25)]
+    np.testing.assert_allclose(points["a (4 seeds)"], iqm)
+    lower, upper = intervals["a (4 seeds)"]
+    assert np.all(lower <= points["a (4 seeds)"]) and np.all(points["a (4 seeds)"] <= upper)
+    assert drawn[1][4] == colors and drawn[2][4]["b (1 seeds)"] != colors["a (4 seeds)"]
+
+
 def test_collect_into_an_existing_csv_keeps_the_runs_another_root_holds(tmp_path, capsys):
     # Session 1 trained seeds 0 and 1 under one root; session 2, on a fresh machine, resumed seed 1 and ran seed 2.
     first, second = tmp_path / "first", tmp_path / "second"
