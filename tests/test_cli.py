@@ -267,11 +267,14 @@ def test_only_what_set_up_writes_counts_as_an_unstarted_run(tmp_path):
     (tmp_path / "Pendulum-v1").mkdir()
     (tmp_path / "0.monitor.csv").write_text("")
     (tmp_path / "Pendulum-v1" / "config.yml").write_text("")
+    (tmp_path / "progress.csv").write_text("")  # opened when training starts, written at the logger's first dump
     assert holds_only_setup_files(str(tmp_path), "Pendulum-v1")
     for extra in ("Pendulum-v1.zip", "evaluations.npz", "Pendulum-v1/notes.txt"):
         (tmp_path / extra).write_text("")
         assert not holds_only_setup_files(str(tmp_path), "Pendulum-v1"), extra
         (tmp_path / extra).unlink()
+    (tmp_path / "progress.csv").write_text("time/total_timesteps\n64\n")
+    assert not holds_only_setup_files(str(tmp_path), "Pendulum-v1")
 
 
 def test_a_train_that_fails_before_its_first_step_leaves_no_run_folder(tmp_path, user_error, capsys):

@@ -198,6 +198,41 @@ def test_report_joins_several_csvs(tmp_path, capsys):
         grid.main(["report", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"), str(tmp_path / "a.csv")])
 
 
+def test_plot_draws_each_variants_iqm_over_seeds_and_its_band_with_rliable(tmp_path, monkeypatch):
+    """One panel per task, one curve per variant: the IQM over seeds at each evaluation step with its bootstrap band,
+    drawn by rliable, and a variant in the same colour in every panel."""
+    from rliable import plot_utils
+    from scipy import stats
+
+    for seed, final in enumerate([10.0, 20.0, 30.0, 100.0]):
+        for task in ("T", "U"):
+            fake_run(tmp_path, task, "a", seed, [(1000, float(seed)), (2000, final)], [[(5.0, 1000)]])
+    fake_run(tmp_path, "U", "b", 0, [(1000, 5.0)], [[(5.0, 1000)]])
+    drawn = []
+    original = plot_utils.plot_sample_efficiency_curve
+
+    def recording(frames, points, intervals, **kwargs):
+        drawn.append((kwargs["ax"].get_title(), frames, points, intervals, kwargs["colors"]))
+        return original(frames, points, intervals, **kwargs)
+
+    monkeypatch.setattr(plot_utils, "plot_sample_efficiency_curve", recording)
+    output = tmp_path / "plots" / "curves.png"
+    grid.plot(grid.collect(str(tmp_path)), str(output), reps=100)
+    assert output.stat().st_size > 1000
+    assert [(title, sorted(points)) for title, _, points, _, _ in drawn] == [
+        ("T", ["a (4 seeds)"]),
+        ("U", ["a (4 seeds)"]),
+        ("U", ["b (1 seeds)"]),
+    ]
+    _, frames, points, intervals, colors = drawn[0]
+    np.testing.assert_allclose(frames, [0.001, 0.002])
+    iqm = [stats.trim_mean([0.0, 1.0, 2.0, 3.0], 0.25), stats.trim_mean([10.0, 20.0, 30.0, 100.0], 0.25)]
+    np.testing.assert_allclose(points["a (4 seeds)"], iqm)
+    lower, upper = intervals["a (4 seeds)"]
+    assert np.all(lower <= points["a (4 seeds)"]) and np.all(points["a (4 seeds)"] <= upper)
+    assert drawn[1][4] == colors and drawn[2][4]["b (1 seeds)"] != colors["a (4 seeds)"]
+
+
 def test_collect_into_an_existing_csv_keeps_the_runs_another_root_holds(tmp_path, capsys):
     # Session 1 trained seeds 0 and 1 under one root; session 2, on a fresh machine, resumed seed 1 and ran seed 2.
     first, second = tmp_path / "first", tmp_path / "second"
@@ -309,6 +344,15 @@ tasks:
     assert not [p for p in os.listdir(folder.parent) if ".interrupted-" in p]
     rows = grid.collect(root)
     assert [(r["timesteps"], r["finished"]) for r in rows] == [(512, True), (1024, True), (1536, True), (2048, True)]
+    # The training values are progress.csv's, exact; after 1024 steps those of the resumed session (the file's last
+    # rows), not those the stopped session logged at the same steps.
+    with open(run / "progress.csv", newline="") as stream:
+        logged = [row for row in csv.DictReader(stream) if row["train/approx_kl"]]
+    by_step = {int(row["time/total_timesteps"]): float(row["train/approx_kl"]) for row in logged}  # the last wins
+    assert len(by_step) < len(logged)  # the stopped session's rows after the checkpoint are kept in the file
+    for row in rows:
+        before = max(step for step in by_step if step <= row["timesteps"])
+        assert row["train_approx_kl"] == by_step[before], row
     sessions = (folder / "sessions.jsonl").read_text().splitlines()
     assert len(sessions) == 2 and "--resume" in json.loads(sessions[1])["command"]
     assert json.loads((folder / "done.json").read_text())["wall_s"] == pytest.approx(
@@ -363,7 +407,7 @@ tasks:
         for p in (root / os.path.relpath(folder, tmp_path / "runs") / "ppo_ext" / "CartPole-v1_1").iterdir()
         if not p.name.endswith(".monitor.csv")
     )
-    assert kept == ["CartPole-v1", "evaluations.npz", "rl_model_1024_steps.zip"]
+    assert kept == ["CartPole-v1", "evaluations.npz", "progress.csv", "rl_model_1024_steps.zip"]
     assert grid.run_cell(cell, str(root)).endswith("in several sessions)")
     rows = grid.collect(str(root))
     assert [(r["timesteps"], r["finished"]) for r in rows] == [(512, True), (1024, True), (1536, True)]
@@ -402,6 +446,55 @@ Eval num_timesteps=20000, episode_reward=81.20 +/- 3.1
     assert np.isnan(values["kl_coef"][0]) and values["kl_coef"][1] == 2.0
     missing_steps, missing = grid.train_log_values(str(tmp_path / "none.log"))
     assert missing_steps.size == 0 and missing["std"].size == 0
+
+
+def printed_table(step: int, std: float, approx_kl: float) -> str:
+    """SB3's printed table of one dump (``--verbose 1``), its values rounded as SB3 prints them."""
+    return (
+        "-----------------------------------------\n"
+        "| train/                  |             |\n"
+        f"|    approx_kl            | {approx_kl:<8.3g}    |\n"
+        f"|    std                  | {std:<8.3g}    |\n"
+        "| time/                   |             |\n"
+        f"|    total_timesteps      | {step:<8.3g}    |\n"
+        "-----------------------------------------\n"
+    )
+
+
+def write_progress_csv(run: Path, rows: list[tuple[int, float, float]]) -> None:
+    """A ``progress.csv`` as ``train`` writes it: SB3's logger rows, here with a rollout-only row before each."""
+    with open(run / "progress.csv", "w", newline="") as stream:
+        writer = csv.writer(stream)
+        writer.writerow(["rollout/ep_rew_mean", "time/total_timesteps", "train/approx_kl", "train/std"])
+        for step, std, approx_kl in rows:
+            writer.writerows([[1.0, step - 1, "", ""], ["", step, repr(approx_kl), repr(std)]])
+
+
+def test_collect_takes_the_training_values_from_progress_csv_else_from_train_log(tmp_path):
+    """Exact values from the run's ``progress.csv``; the 3 digits printed in ``train.log`` for a run trained before
+    ``train`` wrote that file, and for the steps before its first row when such a run was resumed since. A resumed
+    session's rows replace those of the stopped one from the step it resumed at."""
+    evaluations = [(1000, 1.0), (2000, 2.0), (3000, 3.0)]
+    old = fake_run(tmp_path, "T", "old", 0, evaluations, [[(5.0, 1000)]])
+    (old.parents[1] / "train.log").write_text(printed_table(900, 0.123456, 0.0123456) + printed_table(2900, 0.5, 0.02))
+    new = fake_run(tmp_path, "T", "new", 0, evaluations, [[(5.0, 1000)]])
+    (new.parents[1] / "train.log").write_text(printed_table(900, 0.123456, 0.0123456))
+    write_progress_csv(new, [(900, 0.123456, 0.0123456), (1900, 0.2345678, 0.01), (2900, 0.3456789, 0.03)])
+    # Resumed at 1000 steps: train.log from its first session, progress.csv from the second one on, which it
+    # continued twice (stopped again after 2900 steps, resumed at 2000).
+    resumed = fake_run(tmp_path, "T", "resumed", 0, evaluations, [[(5.0, 1000)]])
+    (resumed.parents[1] / "train.log").write_text(printed_table(900, 0.123456, 0.0123456) + printed_table(1900, 0.9, 0.9))
+    write_progress_csv(resumed, [(1900, 0.2345678, 0.01), (2900, 0.9, 0.9), (2900, 0.3456789, 0.03)])
+
+    rows = {(row["variant"], row["timesteps"]): row for row in grid.collect(str(tmp_path))}
+    assert [rows["old", step]["train_std"] for step in (1000, 2000, 3000)] == [0.123, 0.123, 0.5]
+    assert [rows["new", step]["train_std"] for step in (1000, 2000, 3000)] == [0.123456, 0.2345678, 0.3456789]
+    assert [rows["resumed", step]["train_std"] for step in (1000, 2000, 3000)] == [0.123, 0.2345678, 0.3456789]
+    assert rows["new", 3000]["train_approx_kl"] == 0.03 and np.isnan(rows["new", 3000]["train_kl_coef"])
+    path = tmp_path / "evaluations.csv"
+    grid.write_csv(list(rows.values()), str(path))
+    with open(path, newline="") as stream:
+        assert next(csv.reader(stream)) == list(grid.CSV_FIELDS)  # the same columns as before progress.csv
 
 
 def test_failures_lists_the_starts_every_seed_failed(tmp_path):

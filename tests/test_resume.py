@@ -3,6 +3,7 @@ newest checkpoint left it (step count, schedules, VecNormalize statistics, adapt
 
 from __future__ import annotations
 
+import csv
 import glob
 import os
 import shutil
@@ -11,11 +12,13 @@ import numpy as np
 import pytest
 import torch as th
 import yaml
+from stable_baselines3.common.logger import CSVOutputFormat, Logger
 from stable_baselines3.common.monitor import load_results
 
 from sb3_ppo_ext import PPO
 from sb3_ppo_ext.cli import main
 from sb3_ppo_ext.safe_loading import read_vecnormalize_statistics
+from sb3_ppo_ext.zoo.progress_csv import AppendingCSVOutputFormat
 from sb3_ppo_ext.zoo.resume import ContinuedMonitor, last_elapsed_time
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -110,11 +113,17 @@ def test_a_stopped_run_resumes_from_its_checkpoint_with_every_counter_and_statis
     assert os.listdir(os.path.join(str(tmp_path), "ppo_ext")) == [f"{ENV}_1"]  # no new run folder
 
 
+def progress_rows(run: str) -> list[dict[str, str]]:
+    with open(os.path.join(run, "progress.csv"), newline="") as stream:
+        return list(csv.DictReader(stream))
+
+
 def test_a_stopped_run_continues_its_schedules_evaluations_and_monitor_files(tmp_path):
     run = first_run(tmp_path, 2048)
     assert evaluation_steps(run) == [512, 1024, 1536, 2048]
     simulate_a_stop_after(run, 1024)
     rows_before = len(load_results(run))
+    logged_before = progress_rows(run)
 
     resume(run, "-n", "2560")
 
@@ -128,6 +137,11 @@ def test_a_stopped_run_continues_its_schedules_evaluations_and_monitor_files(tmp
     for path in glob.glob(os.path.join(run, "*.monitor.csv")):
         times = np.loadtxt(path, delimiter=",", skiprows=2, usecols=2, ndmin=1)
         assert np.all(np.diff(times) >= 0), path  # one clock: no restart at 0
+    # SB3's logger rows: those of the first session kept as they were, the resumed session's appended after them.
+    logged = progress_rows(run)
+    assert [{key: row[key] for key in logged_before[0]} for row in logged[: len(logged_before)]] == logged_before
+    resumed_steps = [int(row["time/total_timesteps"]) for row in logged[len(logged_before) :]]
+    assert resumed_steps and min(resumed_steps) > 1024 and max(resumed_steps) == 2560
 
 
 def test_a_finished_run_trains_on_to_a_larger_budget(tmp_path):
@@ -247,3 +261,43 @@ def test_continued_monitor_resumes_the_clock_of_an_existing_file(tmp_path):
     play_one_episode(ContinuedMonitor(gym.make("CartPole-v1"), filename), seed=1)
     results = load_results(str(tmp_path))
     assert len(results) == 2 and results["t"].iloc[1] >= first
+
+
+def dump_all(writer, dumps: list[dict[str, object]]) -> None:
+    """Dump each mapping of ``dumps`` through an SB3 logger writing to ``writer`` (``time/`` keys not sent to it)."""
+    logger = Logger(folder=None, output_formats=[writer])
+    for values in dumps:
+        for key, value in values.items():
+            logger.record(key, value, exclude="csv" if key.startswith("time/") else None)
+        logger.dump()
+    logger.close()
+
+
+def read_rows(path) -> list[dict[str, str]]:
+    with open(path, newline="") as stream:
+        return list(csv.DictReader(stream))
+
+
+def test_appending_csv_output_format_continues_a_file_and_adds_the_columns_of_later_keys(tmp_path):
+    """A new file reads as SB3's own CSV writer's (columns added as keys appear, earlier rows left empty there); a
+    file opened again keeps every row and goes on after them, new keys included."""
+    first = [{"a": 1.5, "time/fps": 9}, {"a": 0.1 + 0.2, "b": "x,y"}, {"c": 3}]
+    dump_all(CSVOutputFormat(str(tmp_path / "sb3.csv")), first)
+    dump_all(AppendingCSVOutputFormat(str(tmp_path / "ours.csv")), first)
+    assert read_rows(tmp_path / "ours.csv") == read_rows(tmp_path / "sb3.csv")
+    assert read_rows(tmp_path / "ours.csv")[1] == {"a": repr(0.1 + 0.2), "b": "x,y", "c": ""}  # full precision
+
+    dump_all(AppendingCSVOutputFormat(str(tmp_path / "ours.csv")), [{"b": "z"}, {"a": 2, "d": 4}])
+    assert read_rows(tmp_path / "ours.csv") == [{**row, "d": ""} for row in read_rows(tmp_path / "sb3.csv")] + [
+        {"a": "", "b": "z", "c": "", "d": ""},
+        {"a": "2", "b": "", "c": "", "d": "4"},
+    ]
+
+
+def test_appending_csv_output_format_starts_its_rows_on_a_line_of_their_own(tmp_path):
+    """A file whose last row was cut short (a stop in the middle of a write) keeps it; the next row follows on a new
+    line."""
+    path = tmp_path / "progress.csv"
+    path.write_text("a,b\n1,2\n3")
+    dump_all(AppendingCSVOutputFormat(str(path)), [{"a": 5, "b": 6}])
+    assert path.read_text() == "a,b\n1,2\n3\n5,6\n"

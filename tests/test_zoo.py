@@ -3,6 +3,7 @@ exported, plotted, continued and searched, and unsafe or misspelt configs are re
 
 from __future__ import annotations
 
+import csv
 import glob
 import os
 import re
@@ -104,11 +105,35 @@ def test_run_layout_is_rl_zoo3s(walker_run):
         "sb3_ppo_ext-Walker2D-v0/args.yml",
         "sb3_ppo_ext-Walker2D-v0/command.txt",
         "sb3_ppo_ext-Walker2D-v0/vecnormalize.pkl",
+        "progress.csv",
     ):
         assert os.path.isfile(os.path.join(run, name)), name
     from rl_zoo3.utils import get_trained_models
 
     assert list(get_trained_models(str(walker_run)).values()) == [("ppo_ext", WALKER)]
+    # Every dump of SB3's logger (--verbose 0 here: nothing printed) is a row of progress.csv.
+    with open(os.path.join(run, "progress.csv"), newline="") as stream:
+        rows = list(csv.DictReader(stream))
+    logged = {key for row in rows for key, value in row.items() if value}
+    assert {"time/total_timesteps", "rollout/ep_rew_mean", "eval/mean_reward"} <= logged
+    assert {"train/std", "train/approx_kl", "train/kl_coef", "train/learning_rate", "train/loss"} <= logged
+    assert int(rows[-1]["time/total_timesteps"]) == 512
+
+
+def test_progress_csv_holds_the_dumps_printed_and_sent_to_tensorboard(tmp_path, capsys):
+    """``progress.csv`` is added to SB3's outputs, not put in their place: with ``--verbose 1`` and ``-tb`` the tables
+    are printed and the tensorboard events written as before, and each printed table is a row of the CSV whose values
+    are the printed ones before rounding."""
+    pytest.importorskip("tensorboard")
+    argv = train_argv("CartPole-v1", tmp_path, 768, *TINY, "-tb", str(tmp_path / "tb"))
+    main([*argv[: argv.index("--verbose") + 1], "1", *argv[argv.index("--verbose") + 2 :]])
+    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|    approx_kl ")]
+    with open(os.path.join(run_folder(tmp_path, "CartPole-v1"), "progress.csv"), newline="") as stream:
+        rows = [row for row in csv.DictReader(stream) if row["train/approx_kl"]]
+    assert len(printed) == len(rows) >= 1
+    for line, row in zip(printed, rows, strict=True):
+        assert line.split("|")[2].strip() == f"{float(row['train/approx_kl']):.3g}"
+    assert glob.glob(str(tmp_path / "tb" / "CartPole-v1" / "*" / "events.out.tfevents.*"))
 
 
 def test_a_run_records_the_foot_contact_flags_it_trained_with(walker_run):

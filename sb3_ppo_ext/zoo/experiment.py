@@ -37,6 +37,7 @@ from sb3_ppo_ext.zoo.config.reading import (
     sorted_block,
 )
 from sb3_ppo_ext.zoo.patching import patched_zoo_module
+from sb3_ppo_ext.zoo.progress_csv import PROGRESS_FILE, ProgressCSVCallback
 from sb3_ppo_ext.zoo.registration import ALGORITHM_NAME
 from sb3_ppo_ext.zoo.resume import ResumableExperiment
 from sb3_ppo_ext.zoo.run_selection import holds_only_setup_files
@@ -84,6 +85,9 @@ class SafeExperimentManager(StoppableExperiment, ResumableExperiment, VecEnvChoo
     within size, nesting and alias-expansion limits, and must map env ids to mappings; the settings rl-zoo3 consumes
     (``n_envs``, ``n_steps``, ``buffer_size``, ``net_arch`` ...) must have their type and a sane size. The run's
     ``config.yml`` / ``args.yml`` are written as plain YAML.
+
+    The values SB3's logger writes go to the run folder's ``progress.csv`` too, at full precision
+    (:mod:`~sb3_ppo_ext.zoo.progress_csv`).
 
     Every ``vecnormalize.pkl`` it writes (the final one, the evaluation's, the checkpoints') gets a plain-data twin
     ``.npz`` beside it. Continuing a run (``-i``) loads the model with
@@ -183,6 +187,14 @@ class SafeExperimentManager(StoppableExperiment, ResumableExperiment, VecEnvChoo
                 if callback.env_id == self.env_name.gym_id and callback.env_wrapper is None:
                     callback.env_wrapper = env_wrapper
         return hyperparams, env_wrapper, callbacks, vec_env_wrapper
+
+    def create_callbacks(self) -> None:
+        """rl-zoo3's callbacks (:meth:`~sb3_ppo_ext.zoo.safe_run_files.SafeRunFilesExperiment.create_callbacks`), and
+        for a training run (not ``optimize``'s trials) :class:`~sb3_ppo_ext.zoo.progress_csv.ProgressCSVCallback`: the
+        logger's values in the run folder's ``progress.csv``, continued by a resumed run."""
+        super().create_callbacks()
+        if not self.optimize_hyperparameters:
+            self.callbacks.append(ProgressCSVCallback(os.path.join(self.save_path, PROGRESS_FILE)))
 
     def create_envs(self, n_envs: int, eval_env: bool = False, no_log: bool = False) -> VecEnv:
         """rl-zoo3's envs, built by the VecEnv of

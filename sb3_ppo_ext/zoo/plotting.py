@@ -37,6 +37,7 @@ def plot_runs(run_folders: list[str], output: str, *, x_axis: str = "steps", win
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt  # after choosing the Agg backend, which needs no display
 
+    # Plain matplotlib: rliable's curves draw an aggregate over runs with its bootstrap band, which one run lacks.
     figure, axes = plt.subplots(figsize=(7, 4.5))
     plotted = 0
     for folder in run_folders:

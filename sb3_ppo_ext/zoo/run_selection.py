@@ -14,6 +14,7 @@ from huggingface_sb3 import EnvironmentName
 from rl_zoo3.utils import ALGOS
 
 from sb3_ppo_ext.callbacks.checkpoint import DEFAULT_NAME_PREFIX, checkpoint_file_name
+from sb3_ppo_ext.zoo.progress_csv import PROGRESS_FILE
 from sb3_ppo_ext.zoo.registration import ALGORITHM_NAME
 
 
@@ -80,10 +81,12 @@ SETUP_SETTINGS_FILES: frozenset[str] = frozenset(
 
 def holds_only_setup_files(folder: str, env_name: str) -> bool:
     """Whether run ``folder`` holds nothing but what a ``train`` command writes there before it trains: monitor
-    files and the ``<env name>/`` folder of :data:`SETUP_SETTINGS_FILES` (no model, checkpoint, evaluation or
-    anything else)."""
+    files, an empty ``progress.csv`` (opened when training starts, written at the first dump of the logger) and the
+    ``<env name>/`` folder of :data:`SETUP_SETTINGS_FILES` (no model, checkpoint, evaluation or anything else)."""
     for entry in os.scandir(folder):
         if entry.is_file(follow_symlinks=False) and entry.name.endswith(".monitor.csv"):
+            continue
+        if entry.name == PROGRESS_FILE and entry.is_file(follow_symlinks=False) and entry.stat().st_size == 0:
             continue
         if entry.name != env_name or entry.is_symlink() or not entry.is_dir():
             return False

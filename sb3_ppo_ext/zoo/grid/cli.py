@@ -37,9 +37,11 @@ report success, e.g. the rocket's landings): hard starts rather than one policy'
 (``kind`` periodic or final): task, variant, seed, timesteps, the number of episodes, the mean and standard
 deviation over them, the wall-clock seconds of training until that step (from the training envs' monitor files, so
 it includes the evaluations before it), whether the run has finished, the episodes' mean length, and the training
-values SB3 logged last before it (``train.log``: action std, learning rate, ``approx_kl``, beta). Into an existing
-CSV it merges: the runs found under ``--root`` replace their rows, and the CSV's other runs (trained under another
-root, or on another machine in an earlier session) keep theirs; ``--replace`` writes the root's runs alone.
+values SB3 logged last before it (action std, learning rate, ``approx_kl``, beta: exact from the run's
+``progress.csv``, else as printed in the cell's ``train.log`` for runs trained before ``train`` wrote that file).
+Into an existing CSV it merges: the runs found under ``--root`` replace their rows, and the CSV's other runs (trained
+under another root, or on another machine in an earlier session) keep theirs; ``--replace`` writes the root's runs
+alone.
 
 ``report`` prints, per task and variant (finished runs only, unless ``--include-unfinished``), each seed's score
 (its final evaluation where every seed has one, else its last periodic one), their mean, the interquartile mean

@@ -15,8 +15,10 @@ import numpy as np
 
 from sb3_ppo_ext.zoo.config.run_files import load_run_yaml
 from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, FINAL_EVAL_FILE, cell_folders, cell_run_folders
+from sb3_ppo_ext.zoo.progress_csv import PROGRESS_FILE
 
-#: SB3's logged training values that ``collect`` adds to each evaluation (the last logged before it).
+#: SB3's logged training values that ``collect`` adds to each evaluation (the last logged before it), by their name
+#: in SB3's printed tables; in ``progress.csv`` they are ``train/<name>``.
 TRAIN_LOG_KEYS = ("std", "learning_rate", "approx_kl", "kl_coef")
 
 
@@ -79,8 +81,9 @@ def _task_of_run(run_folder: str) -> str | None:
 
 
 def train_log_values(path: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """The training values SB3 printed in a cell's ``train.log`` (its ``verbose=1`` tables): the steps of each table
-    that has ``total_timesteps`` and, per key of :data:`TRAIN_LOG_KEYS`, its value there (NaN where not logged)."""
+    """The training values SB3 printed in a cell's ``train.log`` (its ``verbose=1`` tables, rounded to 3 or 4
+    significant digits): the steps of each table that has ``total_timesteps`` and a training value and, per key of
+    :data:`TRAIN_LOG_KEYS`, its value there (NaN where not logged). In the file's order."""
     steps: list[int] = []
     values: dict[str, list[float]] = {key: [] for key in TRAIN_LOG_KEYS}
     table: dict[str, str] = {}
@@ -103,10 +106,51 @@ def train_log_values(path: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     return np.asarray(steps, dtype=int), {key: np.asarray(series) for key, series in values.items()}
 
 
+def progress_values(path: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The training values in a run's ``progress.csv`` (SB3's logger as CSV, which ``train`` writes into the run
+    folder; :mod:`~sb3_ppo_ext.zoo.progress_csv`), as :func:`train_log_values` reads them from the printed tables but
+    exact: the steps (``time/total_timesteps``) of each row that has a training value (``train/std`` or
+    ``train/approx_kl``) and, per key of :data:`TRAIN_LOG_KEYS`, its ``train/<key>`` there (NaN where not logged). In
+    the file's order; a missing or empty file has no rows."""
+    steps: list[int] = []
+    values: dict[str, list[float]] = {key: [] for key in TRAIN_LOG_KEYS}
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8", newline="") as stream:
+            for row in csv.DictReader(stream):
+                if not row.get("time/total_timesteps") or not (row.get("train/std") or row.get("train/approx_kl")):
+                    continue
+                steps.append(int(float(row["time/total_timesteps"])))
+                for key in TRAIN_LOG_KEYS:
+                    values[key].append(float(row.get(f"train/{key}") or "nan"))
+    return np.asarray(steps, dtype=int), {key: np.asarray(series, dtype=float) for key, series in values.items()}
+
+
+def logged_train_values(cell_folder: str, run_folder: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The training values SB3 logged during a cell's run, by step, ascending: exact from the run's ``progress.csv``
+    (:func:`progress_values`), and from the cell's ``train.log`` (:func:`train_log_values`) for a run that has no
+    ``progress.csv`` (trained before ``train`` wrote one) and for the steps before its first row (such a run resumed
+    since).
+
+    Both files are continued by each session of a resumed run, and a session starts again from the run's checkpoint:
+    a row replaces the rows before it at its step or later, so that each step has the value of the session that
+    went on from there.
+    """
+    log_steps, log_values = train_log_values(os.path.join(cell_folder, "train.log"))
+    csv_steps, csv_values = progress_values(os.path.join(run_folder, PROGRESS_FILE))
+    steps = np.concatenate([log_steps, csv_steps])
+    kept: list[int] = []
+    for index, step in enumerate(steps):
+        while kept and steps[kept[-1]] >= step:
+            kept.pop()
+        kept.append(index)
+    return steps[kept], {key: np.concatenate([log_values[key], csv_values[key]])[kept] for key in TRAIN_LOG_KEYS}
+
+
 def collect(root: str) -> list[dict[str, Any]]:
     """One row per evaluation of every cell under ``root`` that has evaluations (finished or not), with the mean
     length of its episodes and the training values logged last before it (``train_std``: the action noise,
-    ``train_learning_rate``, ``train_approx_kl``, ``train_kl_coef``: beta)."""
+    ``train_learning_rate``, ``train_approx_kl``, ``train_kl_coef``: beta; from the run's ``progress.csv``, else
+    from the cell's ``train.log``: :func:`logged_train_values`)."""
     rows = []
     for seed_folder in cell_folders(root):
         if not os.path.isdir(seed_folder) or ".interrupted-" in seed_folder:
@@ -159,11 +203,11 @@ class _CellOfRows:
 
 def _periodic_rows(cell: _CellOfRows, seed_folder: str, run_folder: str) -> list[dict[str, Any]]:
     """The rows of the run's periodic evaluations (``evaluations.npz``), with the wall-clock time each was reached
-    (:func:`training_clock`) and the training values logged last before it (:func:`train_log_values`)."""
+    (:func:`training_clock`) and the training values logged last before it (:func:`logged_train_values`)."""
     evaluations = np.load(os.path.join(run_folder, "evaluations.npz"))
     clock_steps, clock_seconds = training_clock(run_folder)
     successes = evaluations["successes"] if "successes" in evaluations.files else np.empty((0, 0))
-    log_steps, log_values = train_log_values(os.path.join(seed_folder, "train.log"))
+    log_steps, log_values = logged_train_values(seed_folder, run_folder)
     rows = []
     for index, (timesteps, results) in enumerate(zip(evaluations["timesteps"], evaluations["results"], strict=True)):
         reached = np.searchsorted(clock_steps, timesteps)

@@ -203,19 +203,29 @@ def _iqm_per_step(scores: np.ndarray) -> np.ndarray:
 
 
 def plot(rows: Sequence[dict[str, Any]], output: str, reps: int) -> None:
-    """Learning curves: IQM over seeds with 95% bootstrap bands, one panel per task, one line per variant."""
+    """Learning curves: IQM over seeds with 95% bootstrap bands, one panel per task, one line per variant.
+
+    A variant's curve runs over the evaluation steps all its seeds have reached; its IQM and band at each step come
+    from rliable's ``get_interval_estimates`` and are drawn by rliable's ``plot_sample_efficiency_curve``. A variant
+    has the same colour in every panel.
+    """
     # matplotlib (video extra) and rliable (bench extra): for plots only.
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # the video extra
     from rliable import library as rly  # the bench extra
+    from rliable import plot_utils  # the bench extra
 
     groups = _groups(rows)
     tasks = sorted({task for task, _ in groups})
+    variants = sorted({variant for _, variant in groups})
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]  # matplotlib's colours, in its order
+    palette = {variant: cycle[index % len(cycle)] for index, variant in enumerate(variants)}
     figure, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 4), squeeze=False)
-    np.random.seed(0)
+    np.random.seed(0)  # rliable's bootstrap draws from numpy's global generator
     for axis, task in zip(axes[0], tasks, strict=True):
+        axis.set_title(task)
         for variant in sorted(variant for t, variant in groups if t == task):
             seed_rows = groups[task, variant]
             steps = sorted(set.intersection(*({row["timesteps"] for row in r} for r in seed_rows.values())))
@@ -224,15 +234,23 @@ def plot(rows: Sequence[dict[str, Any]], output: str, reps: int) -> None:
             table = np.array(
                 [[next(row["eval_mean"] for row in r if row["timesteps"] == s) for s in steps] for r in seed_rows.values()]
             )  # (seeds, evaluations)
-            points, intervals = rly.get_interval_estimates({variant: table[:, None, :]}, _iqm_per_step, reps=reps)
-            x = np.array(steps) / 1e6
-            axis.plot(x, points[variant], label=f"{variant} ({len(seed_rows)} seeds)")
-            axis.fill_between(x, intervals[variant][0], intervals[variant][1], alpha=0.2)
-        axis.set_title(task)
-        axis.set_xlabel("environment steps (millions)")
-        axis.set_ylabel("evaluation return (IQM over seeds)")
-        axis.grid(alpha=0.3)
+            label = f"{variant} ({len(seed_rows)} seeds)"
+            points, intervals = rly.get_interval_estimates({label: table[:, None, :]}, _iqm_per_step, reps=reps)
+            plot_utils.plot_sample_efficiency_curve(
+                np.array(steps) / 1e6,
+                points,
+                intervals,
+                colors={label: palette[variant]},
+                xlabel="environment steps (millions)",
+                ylabel="evaluation return (IQM over seeds)",
+                ax=axis,
+                labelsize="medium",
+                ticklabelsize="small",
+                marker="",
+                linewidth=1.5,
+            )
         axis.legend(fontsize=8)
     figure.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
     figure.savefig(output, dpi=100)
+    plt.close(figure)

@@ -20,6 +20,7 @@ from typing import Any
 
 from sb3_ppo_ext.callbacks.checkpoint import find_latest_checkpoint, list_checkpoints
 from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, Cell, cell_folders, cell_run_folders
+from sb3_ppo_ext.zoo.progress_csv import PROGRESS_FILE
 
 
 def sb3_ppo_ext_command() -> list[str]:
@@ -113,9 +114,9 @@ def snapshot_cells(root: str, destination: str) -> list[str]:
 
     For a run of more than one session on a machine that may not come back: its newest intact checkpoint (model zip
     and ``VecNormalize`` statistics, pickle and plain twin), the run's settings (``<env>/`` with ``args.yml``,
-    ``config.yml``), ``evaluations.npz``, the monitor files, and the cell's ``train.log`` / ``sessions.jsonl``. Older
-    snapshots of a cell are replaced. Copy ``destination`` back under a root (any files missing there) and ``run``
-    resumes the cell. Finished cells are left out: collect their results instead.
+    ``config.yml``), ``evaluations.npz``, ``progress.csv``, the monitor files, and the cell's ``train.log`` /
+    ``sessions.jsonl``. Older snapshots of a cell are replaced. Copy ``destination`` back under a root (any files
+    missing there) and ``run`` resumes the cell. Finished cells are left out: collect their results instead.
 
     :returns: one line per cell copied.
     """
@@ -137,6 +138,7 @@ def snapshot_cells(root: str, destination: str) -> list[str]:
             checkpoint.vecnormalize_path,
             checkpoint.statistics_path,
             os.path.join(run_folder, "evaluations.npz"),
+            os.path.join(run_folder, PROGRESS_FILE),
             *glob.glob(os.path.join(glob.escape(run_folder), "*.monitor.csv")),
         ]
         for path in files:

@@ -1,0 +1,115 @@
+"""``progress.csv`` in a training run's folder: every value SB3's logger writes (``rollout/``, ``train/``, ``eval/``,
+``time/`` ...) as a CSV row per dump, at full precision, beside the standard output and tensorboard. rl-zoo3 only
+prints these values (as tables of 3 to 4 significant digits) and sends them to tensorboard with ``-tb``.
+
+The rows are written by SB3's own CSV writer of the logger, added to the logger SB3 configures when training starts;
+a run continued with ``train --resume`` appends to its file instead of starting it again.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.logger import CSVOutputFormat, filter_excluded_keys
+
+from sb3_ppo_ext.files import atomic_write
+
+#: The file, in the run folder, that :class:`ProgressCSVCallback` writes (SB3's name for its logger's CSV).
+PROGRESS_FILE = "progress.csv"
+
+
+class AppendingCSVOutputFormat(CSVOutputFormat):
+    """SB3's CSV writer of the logger (:class:`~stable_baselines3.common.logger.CSVOutputFormat`) that continues an
+    existing file instead of emptying it.
+
+    SB3's writer opens its file with mode ``"w+"``, which would erase the rows of a run's earlier sessions when the
+    run is resumed. This one opens the file for appending and takes its header as the columns it has. A key that the
+    header lacks (SB3's ``train/`` keys appear from the second dump on, ``eval/`` ones with the first evaluation)
+    becomes a new column, as in SB3's writer: the header is extended and the earlier rows get empty cells. SB3 does
+    that by rewriting the file in place from its start, which a stop in the middle would leave mixed; here the file is
+    rewritten to a temporary file that then replaces it (:func:`~sb3_ppo_ext.files.atomic_write`), and the new columns
+    come in sorted order (SB3's come in the order of a set, which changes from process to process). The rows
+    themselves are written by SB3's :meth:`write`.
+
+    :param filename: the CSV file, created when missing.
+    """
+
+    def __init__(self, filename: str) -> None:
+        # SB3's attributes, set here because its __init__ opens the file with "w+" (nothing else in it is needed).
+        self.filename = filename
+        self.separator = ","
+        self.quotechar = '"'
+        self.keys: list[str] = []
+        cut_short = False
+        if os.path.isfile(filename) and os.path.getsize(filename) > 0:
+            with open(filename, "rb") as stream:
+                self.keys = stream.readline().decode("utf-8").rstrip("\r\n").split(self.separator)
+                stream.seek(-1, os.SEEK_END)
+                cut_short = stream.read(1) != b"\n"
+        self.file = open(filename, "a", encoding="utf-8")  # closed by close(), as SB3's file
+        if cut_short:  # a row cut short by a stop mid-write: the next row starts on a line of its own
+            self.file.write("\n")
+
+    def write(self, key_values: dict[str, Any], key_excluded: dict[str, tuple[str, ...]], step: int = 0) -> None:
+        """Add the columns this row brings (:meth:`add_columns`), then write it with SB3's :meth:`write`.
+
+        :param key_values: the values of this dump, by key.
+        :param key_excluded: the output formats each key is excluded from.
+        :param step: the step of the dump (not written: SB3's CSV writer ignores it too).
+        """
+        new_keys = filter_excluded_keys(key_values, key_excluded, "csv").keys() - set(self.keys)
+        if new_keys:
+            self.add_columns(sorted(new_keys))
+        super().write(key_values, key_excluded, step)
+
+    def add_columns(self, keys: list[str]) -> None:
+        """Append ``keys`` to the header: a file without rows gets its header written; one with rows is rewritten with
+        the longer header and an empty cell per new column in each row, atomically, and opened again for appending."""
+        self.keys.extend(keys)
+        header = self.separator.join(self.keys) + "\n"
+        self.file.flush()
+        if self.file.tell() == 0:
+            self.file.write(header)
+            return
+        self.file.close()
+        with open(self.filename, encoding="utf-8") as stream:
+            rows = stream.read().splitlines()[1:]
+        with atomic_write(self.filename, "w") as stream:
+            stream.write(header)
+            stream.writelines(row + self.separator * len(keys) + "\n" for row in rows if row)
+        self.file = open(self.filename, "a", encoding="utf-8")  # closed by close(), as SB3's file
+
+
+class ProgressCSVCallback(BaseCallback):
+    """Write the values SB3's logger dumps during training to ``path`` as CSV rows (:class:`AppendingCSVOutputFormat`),
+    besides the logger's other outputs.
+
+    SB3's ``learn`` configures the model's logger (the standard output at ``verbose >= 1``, tensorboard when the model
+    has a ``tensorboard_log``) before it sets up the callbacks, so the CSV writer is added to that logger here, when
+    training starts, and closed when it ends: the standard output and tensorboard are left exactly as SB3 makes them.
+
+    :param path: the CSV file; an existing one is continued.
+    """
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.path = path
+        self.output: AppendingCSVOutputFormat | None = None
+
+    def _init_callback(self) -> None:
+        self.output = AppendingCSVOutputFormat(self.path)
+        self.logger.output_formats.append(self.output)
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_training_end(self) -> None:
+        # rl-zoo3 calls on_training_end of its first callback again after training: the second call finds nothing.
+        if self.output is None:
+            return
+        if self.output in self.logger.output_formats:
+            self.logger.output_formats.remove(self.output)
+        self.output.close()
+        self.output = None
