@@ -7,6 +7,7 @@ import argparse
 import glob
 import importlib.util
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -461,7 +462,9 @@ def test_a_killed_worker_saves_the_run_names_the_worker_and_resumes(tmp_path, mo
     status, line, run_folder = train_and_stop_at(tmp_path, monkeypatch, capsys, kill_worker, at_step=40)
     assert status == 1
     assert line.startswith("sb3-ppo-ext train: stopped: worker 0 (pid ")
-    assert "died (exit code -9, killed by SIGKILL) during step" in line
+    # The kill lands just before the step's command is sent: whether the send already fails (the pipe closed) or the
+    # wait for the answer sees the death depends on how soon the kernel has closed the dead worker's end.
+    assert re.search(r"died \(exit code -9, killed by SIGKILL\) (before|during) step", line)
     stopped_at = saved_steps(run_folder)
     assert stopped_at >= 39 * 4  # the 8192 steps of the report were lost; here the 156 of this run are saved
     assert f"training stopped at {stopped_at} steps; the model and its VecNormalize statistics were saved to" in line
