@@ -113,7 +113,9 @@ def _checkpoint_steps(model: str) -> str | None:
 
 
 def _packed_model_path(run: str, env_folder_name: str, model: str, checkpoint: str | None) -> str:
-    """The model zip of ``run`` that ``model`` names (as rl-zoo3's ``get_model_path`` names them).
+    """The model zip of ``run`` that ``model`` names (as rl-zoo3's ``get_model_path`` names them). Not that function
+    itself: it takes a log folder, algorithm and run number where packing has the run folder, and its error for a
+    missing checkpoint does not say which checkpoints the run has.
 
     :raises ValueError: for a checkpoint the run does not have, naming those it has.
     """
