@@ -11,14 +11,21 @@ waits for whichever thread is descheduled. Measured on the Walker2D block's upda
 networks; 2-core machine, 2026-12-05, ``model.train()`` timed in a script beside one busy single-threaded process):
 minibatches of 128, 20 epochs: 9.9-13.7 s on one thread against 120-134 s on two with libgomp's default waiting;
 minibatches of 2048, 5 epochs: 1.0-1.9 s against 6.1-10.6 s. With nothing else running, two threads gained at most
-a few percent at 128 rows (3%: 1531 against 1479 env steps per second of the whole loop, docs/results/ppo_speed.md)
-and nothing at 1024 rows (10 epochs: 0.57 s on one thread and on two, OpenMP's threads sleeping). So ``"auto"``
-keeps the update on one thread below :data:`ROWS_PER_EXTRA_THREAD` rows per minibatch and gives it one more thread
-per that many rows above it, never more than the caller allows or the usable cores.
+a few percent at 128 rows (3%: 1531 against 1479 env steps per second of the whole loop, docs/results/ppo_speed.md).
+At 1024 rows they gain more on an idle machine and lose more on a busy one (the same networks, 10 epochs, one update
+of 8192 samples timed in a script, the machine otherwise idle: 0.58 s on one thread, 0.42 s on two with OpenMP's
+threads sleeping at barriers, 0.37 s with them spinning; beside one busy process, 0.58 s against 1.44 s on two
+sleeping threads). So ``"auto"`` keeps the update on one thread below :data:`ROWS_PER_EXTRA_THREAD` rows per
+minibatch and gives it one more thread per that many rows above it, never more than the caller allows or the usable
+cores: it gives up up to a quarter of an update's time on an idle machine to never lose 2.5 times it on a busy one.
 
 **What it cannot guard.** Other processes' load changes during a run; the count is chosen from the minibatch's size,
-not from the load. Beside a busy process, extra threads cost less once OpenMP's threads sleep at a barrier instead of
-spinning (:mod:`sb3_ppo_ext.openmp_wait`, set when the package is imported before torch).
+not from the load. Choosing it by timing minibatches on one and on two threads would follow the load, but the count
+changes the update's floating-point sums (at 1024 rows the weights after 2 updates differ by up to 6e-3 between one
+and two threads, while two runs on the same count are bit-identical), so a run's result would depend on the machine's
+load: a seed would no longer give one run. Beside a busy process, extra threads cost less once OpenMP's threads
+sleep at a barrier instead of spinning (:mod:`sb3_ppo_ext.openmp_wait`, set when the package is imported before
+torch).
 """
 
 from __future__ import annotations
