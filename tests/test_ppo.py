@@ -1,5 +1,7 @@
 """PPO as a drop-in: spaces, policies, SB3 semantics, the fast paths, adaptive state and bad input."""
 
+import os
+
 import numpy as np
 import pytest
 import threadpoolctl
@@ -713,12 +715,19 @@ def test_direct_evaluation_is_a_switch():
         PPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=32, direct_evaluation="no")
 
 
+#: The folder of the shared libraries a numpy wheel bundles (its BLAS among them).
+NUMPY_LIBS = f"{os.sep}numpy.libs{os.sep}"
+
+
 def test_the_numpy_actor_collects_with_one_blas_thread():
     """numpy's BLAS runs on one thread while the numpy actor collects (its idle threads would spin on the cores that
-    envs in other processes step on), and gets its previous limit back for the update and after learning."""
+    envs in other processes step on), and gets its previous limit back for the update and after learning. Only
+    numpy's own BLAS is what the actor's products run on: another library's (scipy's, loaded by an earlier test)
+    is left as it is."""
 
     def blas_threads() -> set[int]:
-        return {pool["num_threads"] for pool in threadpoolctl.threadpool_info() if pool["user_api"] == "blas"}
+        pools = threadpoolctl.threadpool_info()
+        return {pool["num_threads"] for pool in pools if pool["user_api"] == "blas" and NUMPY_LIBS in pool["filepath"]}
 
     class RecordBlasThreads(BaseCallback):
         def __init__(self) -> None:

@@ -75,7 +75,9 @@ Layer = tuple[np.ndarray, np.ndarray, Callable[[np.ndarray], np.ndarray] | None]
 
 @functools.cache
 def _threadpools() -> ThreadpoolController:
-    """The thread pools of the native libraries loaded in this process (found once: about 1 ms)."""
+    """The thread pools of the native libraries loaded in this process (found once, at the first rollout: about 1 ms).
+    numpy's BLAS is among them, as numpy is loaded by then; a library loaded later (scipy's own BLAS) is not limited,
+    and the actor's products do not run on it."""
     return ThreadpoolController()
 
 
