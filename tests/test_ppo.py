@@ -719,15 +719,17 @@ def test_direct_evaluation_is_a_switch():
 NUMPY_LIBS = f"{os.sep}numpy.libs{os.sep}"
 
 
+def numpy_blas_threads() -> set[int]:
+    """The thread limits of numpy's own BLAS: what the numpy actor's products run on. Another library's BLAS (scipy's,
+    loaded by an earlier test in the same process) is left as it is."""
+    pools = threadpoolctl.threadpool_info()
+    return {pool["num_threads"] for pool in pools if pool["user_api"] == "blas" and NUMPY_LIBS in pool["filepath"]}
+
+
 def test_the_numpy_actor_collects_with_one_blas_thread():
     """numpy's BLAS runs on one thread while the numpy actor collects (its idle threads would spin on the cores that
-    envs in other processes step on), and gets its previous limit back for the update and after learning. Only
-    numpy's own BLAS is what the actor's products run on: another library's (scipy's, loaded by an earlier test)
-    is left as it is."""
-
-    def blas_threads() -> set[int]:
-        pools = threadpoolctl.threadpool_info()
-        return {pool["num_threads"] for pool in pools if pool["user_api"] == "blas" and NUMPY_LIBS in pool["filepath"]}
+    envs in other processes step on), and gets its previous limit back for the update and after learning."""
+    blas_threads = numpy_blas_threads
 
     class RecordBlasThreads(BaseCallback):
         def __init__(self) -> None:
@@ -753,8 +755,7 @@ def test_one_blas_thread_holds_until_the_last_rollout_leaves():
     last to leave restores it, whatever the order they leave in."""
     from sb3_ppo_ext.ppo.numpy_policy import one_blas_thread
 
-    def blas_threads() -> set[int]:
-        return {pool["num_threads"] for pool in threadpoolctl.threadpool_info() if pool["user_api"] == "blas"}
+    blas_threads = numpy_blas_threads
 
     with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
         first, second = one_blas_thread(), one_blas_thread()
