@@ -23,7 +23,7 @@ from sb3_ppo_ext import PPO
 from sb3_ppo_ext.callbacks._render_env import headless_sdl_settings
 from sb3_ppo_ext.cli import is_user_error, main
 from sb3_ppo_ext.zoo.commands import NO_PROGRESS, amend_parser
-from sb3_ppo_ext.zoo.runs import (
+from sb3_ppo_ext.zoo.run_selection import (
     Run,
     holds_model,
     holds_only_setup_files,
