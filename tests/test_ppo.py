@@ -729,7 +729,6 @@ def numpy_blas_threads() -> set[int]:
 def test_the_numpy_actor_collects_with_one_blas_thread():
     """numpy's BLAS runs on one thread while the numpy actor collects (its idle threads would spin on the cores that
     envs in other processes step on), and gets its previous limit back for the update and after learning."""
-    blas_threads = numpy_blas_threads
 
     class RecordBlasThreads(BaseCallback):
         def __init__(self) -> None:
@@ -737,17 +736,17 @@ def test_the_numpy_actor_collects_with_one_blas_thread():
             self.during_collection: set[int] = set()
 
         def _on_step(self) -> bool:
-            self.during_collection |= blas_threads()
+            self.during_collection |= numpy_blas_threads()
             return True
 
     with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
-        assert blas_threads() == {2}  # numpy's BLAS is loaded: the check below can fail
+        assert numpy_blas_threads() == {2}  # numpy's BLAS is loaded: the check below can fail
         model = PPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=64, n_epochs=1, seed=0)
         assert NumpyActorCritic.supports(model.policy)
         recorder = RecordBlasThreads()
         model.learn(128, callback=recorder)
         assert recorder.during_collection == {1}
-        assert blas_threads() == {2}
+        assert numpy_blas_threads() == {2}
 
 
 def test_one_blas_thread_holds_until_the_last_rollout_leaves():
@@ -755,13 +754,11 @@ def test_one_blas_thread_holds_until_the_last_rollout_leaves():
     last to leave restores it, whatever the order they leave in."""
     from sb3_ppo_ext.ppo.numpy_policy import one_blas_thread
 
-    blas_threads = numpy_blas_threads
-
     with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
         first, second = one_blas_thread(), one_blas_thread()
         first.__enter__()
         second.__enter__()
         first.__exit__(None, None, None)
-        assert blas_threads() == {1}  # the second rollout is still collecting
+        assert numpy_blas_threads() == {1}  # the second rollout is still collecting
         second.__exit__(None, None, None)
-        assert blas_threads() == {2}
+        assert numpy_blas_threads() == {2}
