@@ -18,7 +18,10 @@ is the difference to "ours": the numpy actor (``fast_collect=False``), the direc
 which also takes ``ClippedStep``'s direct path away). Each trick's module docstring quotes its measured gain.
 
 Configurations: ``default`` is SB3's defaults (1 env, n_steps 2048, batch 64, 10 epochs, 64x64 tanh); ``zoo`` is
-rl-zoo3's tuned PyBullet setting (16 envs, n_steps 512, batch 128, 20 epochs, 256x256 ReLU, gSDE, VecNormalize).
+rl-zoo3's tuned PyBullet setting (16 envs, n_steps 512, batch 128, 20 epochs, 256x256 ReLU, gSDE, VecNormalize);
+``zoo_8x10`` the same with minibatches of 1024 and 10 epochs; ``walker`` the bundled Walker2D block (``zoo_8x10`` with
+gamma 0.98 and plain Gaussian noise). ``--threads 2`` gives the update both cores (the floor's wall clock then drops
+below its CPU time).
 """
 
 from __future__ import annotations
@@ -71,6 +74,19 @@ CONFIGS: dict[str, dict[str, Any]] = {
 #: minibatches of 1024, 10 epochs, a constant rate of 3e-4 and clip 0.2, the rest the ``zoo`` block's.
 CONFIGS["zoo_8x10"] = dict(
     CONFIGS["zoo"], kwargs=dict(CONFIGS["zoo"]["kwargs"], batch_size=1024, n_epochs=10, learning_rate=3e-4, clip_range=0.2)
+)
+#: The bundled Walker2D block (zoo_configs/ppo_ext.yml): ``zoo_8x10`` with gamma 0.98 and plain Gaussian action noise
+#: from std 0.61 instead of gSDE (benchmarks/grids/walker_fast.yml, ``gauss_m05_g98``).
+CONFIGS["walker"] = dict(
+    CONFIGS["zoo_8x10"],
+    kwargs=dict(
+        {key: value for key, value in CONFIGS["zoo_8x10"]["kwargs"].items() if key != "sde_sample_freq"},
+        gamma=0.98,
+        use_sde=False,
+        policy_kwargs=dict(
+            log_std_init=-0.5, ortho_init=False, activation_fn=th.nn.ReLU, net_arch=dict(pi=[256, 256], vf=[256, 256])
+        ),
+    ),
 )
 
 
@@ -162,9 +178,12 @@ def measure(algorithm: type, env_id: str, config: dict[str, Any], iterations: in
     )
 
 
-def update_floor_ms_per_step(env_id: str, config: dict[str, Any], minibatches: int = 200) -> float:
+def update_floor_ms_per_step(env_id: str, config: dict[str, Any], minibatches: int = 200) -> tuple[float, float]:
     """The update's compute floor: forward, backward and a fused Adam step of the very same policy networks on
-    minibatches of the configured size with a trivial loss (no PPO maths, no data handling), per env step."""
+    minibatches of the configured size with a trivial loss (no PPO maths, no data handling), per env step.
+
+    :return: CPU time and wall clock per env step (ms); they differ where torch runs more than one thread.
+    """
     env, _ = make_env(env_id, 1, False, seed=0)
     model = PPO("MlpPolicy", env, device="cpu", **config["kwargs"])
     policy = model.policy
@@ -181,14 +200,15 @@ def update_floor_ms_per_step(env_id: str, config: dict[str, Any], minibatches: i
 
     for _ in range(20):
         step()
-    start = time.process_time()
+    start, wall_start = time.process_time(), time.perf_counter()
     for _ in range(minibatches):
         step()
-    per_minibatch = (time.process_time() - start) / minibatches
+    cpu_per_minibatch = (time.process_time() - start) / minibatches
+    wall_per_minibatch = (time.perf_counter() - wall_start) / minibatches
     env.close()
     rollout = model.n_steps * config["n_envs"]
-    n_minibatches = model.n_epochs * -(-rollout // model.batch_size)
-    return 1e3 * per_minibatch * n_minibatches / rollout
+    minibatches_per_step = model.n_epochs * -(-rollout // model.batch_size) / rollout
+    return 1e3 * cpu_per_minibatch * minibatches_per_step, 1e3 * wall_per_minibatch * minibatches_per_step
 
 
 def env_only_rate(env_id: str, config: dict[str, Any], seconds: float = 5.0) -> float:
@@ -240,13 +260,16 @@ def main() -> None:
                 with switched_off():
                     results[label].append(measure(algorithm, args.env, config, args.iterations, repeat, extra))
         ceiling = env_only_rate(args.env, config)
-        floor = update_floor_ms_per_step(args.env, config)
+        floor_cpu, floor_wall = update_floor_ms_per_step(args.env, config)
         print(
             f"\n== {args.env}, config '{name}' ({config['n_envs']} envs), {args.threads} torch thread(s), "
             f"{args.repeats} alternating runs each =="
         )
         print(f"env only (random actions, same VecEnv stack): {ceiling:8.0f} steps/s")
-        print(f"update floor (the networks' forward+backward+Adam alone, CPU time): {floor:.3f} ms per env step")
+        print(
+            f"update floor (the networks' forward+backward+Adam alone): {floor_cpu:.3f} ms CPU time, "
+            f"{floor_wall:.3f} ms wall clock per env step"
+        )
         medians, cpu_medians = {}, {}
         for label, runs in results.items():
             medians[label] = statistics.median(run["fps"] for run in runs)

@@ -36,10 +36,10 @@ class Walker2DEnv(LocomotionEnv):
     See :class:`~sb3_ppo_ext.envs.locomotion.LocomotionEnv` for every argument.
     """
 
-    #: The previous step's flags, chosen by learning: the bundled Walker block on seeds 0-4 at its 2M budget ended at
-    #: 2490, 2467, 2430, 2244 and 1420 (mean 2210) with them and at 2504, 2386, 2507, 1439 and 1524 (mean 2072) with the
-    #: current step's (``benchmarks/grids/walker_early_step.yml``; the higher mean wins, the previous step's flags
-    #: within 100).
+    #: The previous step's flags, chosen by learning: the Walker block bundled until 2026-12-05 (gSDE, 1280 gradient
+    #: steps per update, clip 0.2) on seeds 0-4 at its 2M budget ended at 2490, 2467, 2430, 2244 and 1420 (mean 2210)
+    #: with them and at 2504, 2386, 2507, 1439 and 1524 (mean 2072) with the current step's
+    #: (``benchmarks/grids/walker_early_step.yml``; the higher mean wins, the previous step's flags within 100).
     default_foot_contacts = "previous"
 
     def __init__(self, render_mode: str | None = None, **kwargs: Any) -> None:
