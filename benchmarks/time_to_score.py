@@ -36,9 +36,9 @@ per seed, the ratio of the two wall clocks (ours / SB3) and their median over th
 threshold. ``--csv`` writes the rows to a file too. Each run's folder is ``<root>/<contender>/seed_<S>/`` with its
 ``train.log``; a folder left by an earlier run is moved aside first.
 
-The full run for Walker2D (seed 0 on the 2-core development machine: 781 s for ours, 1265 s for SB3;
-docs/results/walker2d_results.md). Humanoid likewise with ``--env sb3_ppo_ext/Humanoid-v0 --threshold 2500``, hours
-per run::
+The full run for Walker2D (seeds 0 and 1 on the 2-core development machine with the Walker2D block bundled since
+2026-12-05: 180 s and 174 s for ours, 991 s and 807 s for SB3; docs/results/walker2d_results.md). Humanoid likewise
+with ``--env sb3_ppo_ext/Humanoid-v0 --threshold 2500``, hours per run::
 
     python benchmarks/time_to_score.py --env sb3_ppo_ext/Walker2D-v0 --threshold 2000 --seeds 0 1 2 \\
         --eval-freq 50000 --root ~/runs/time_to_score/walker --csv docs/results/time_to_score_walker.csv
