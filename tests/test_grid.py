@@ -64,6 +64,29 @@ tasks:
     assert cells[0].folder("/runs") == "/runs/CartPole-v1/ours/seed_0"
 
 
+def test_defaults_give_every_variant_a_conf_and_algo_a_variant_may_override(tmp_path):
+    path = write_grid(
+        tmp_path,
+        """
+defaults: {conf: benchmarks/configs/walker_gsde_1280.yml, eval_freq: 1000}
+variants:
+  inherits: {hyperparams: {gamma: 0.98}}
+  own: {algo: ppo, conf: benchmarks/configs/reference_ppo.yml}
+  bundled: {conf: null}
+tasks:
+  sb3_ppo_ext/Walker2D-v0: {seeds: [0]}
+""",
+    )
+    inherits, own, bundled = grid.load_grid(path, relative_to=str(ROOT))
+    assert inherits.conf == str(ROOT / "benchmarks" / "configs" / "walker_gsde_1280.yml")
+    assert inherits.algo == "ppo_ext" and inherits.eval_freq == 1000
+    assert (own.algo, own.conf) == ("ppo", str(ROOT / "benchmarks" / "configs" / "reference_ppo.yml"))
+    assert bundled.conf is None
+    refused = write_grid(tmp_path, "defaults: {trained_agent: a.zip}\ntasks: {CartPole-v1: {}}\n")
+    with pytest.raises(ValueError, match=r"defaults: unknown key\(s\) \['trained_agent'\]"):
+        grid.load_grid(refused)
+
+
 @pytest.mark.parametrize("grid_file", sorted((ROOT / "benchmarks" / "grids").glob("*.yml")), ids=lambda path: path.name)
 def test_every_grid_file_of_the_repository_names_config_blocks_that_exist(grid_file):
     """A grid whose variant points at a config without a block for its task fails only when that cell starts, maybe

@@ -18,6 +18,9 @@ from sb3_ppo_ext.zoo.config.yaml_files import load_yaml_file
 CELL_KEYS = {"seeds", "variants", "n_timesteps", "eval_freq", "eval_episodes", "env_kwargs", "save_freq"}
 #: The keys a variant's entry may hold.
 VARIANT_KEYS = {"algo", "conf", "hyperparams", "trained_agent"}
+#: The variant keys ``defaults`` may hold as well: every variant takes them unless it names its own (``conf: null``
+#: in a variant brings back the algorithm's bundled config file).
+DEFAULT_VARIANT_KEYS = {"algo", "conf"}
 #: The file a cell's folder holds once its training finished (the cell's settings, wall clock and command).
 DONE_FILE = "done.json"
 #: The env seed of ``evaluate``'s final evaluations: one for every cell, so that every policy meets the same starts.
@@ -186,8 +189,9 @@ def load_grid(path: str, relative_to: str | None = None) -> list[Cell]:
     if not isinstance(spec, dict) or not isinstance(spec.get("tasks"), dict) or not spec["tasks"]:
         raise ValueError(f"{path}: a grid file needs a non-empty 'tasks' mapping")
     _check_keys(path, spec, {"defaults", "variants", "tasks"})
-    defaults = _mapping(f"{path}: defaults", spec.get("defaults"))
-    _check_keys(f"{path}: defaults", defaults, CELL_KEYS - {"seeds", "variants"})
+    defaults = dict(_mapping(f"{path}: defaults", spec.get("defaults")))
+    _check_keys(f"{path}: defaults", defaults, (CELL_KEYS - {"seeds", "variants"}) | DEFAULT_VARIANT_KEYS)
+    variant_defaults = {key: defaults.pop(key) for key in DEFAULT_VARIANT_KEYS if key in defaults}
     variants = _mapping(f"{path}: variants", spec.get("variants")) or {"ppo_ext": {}}
     for name, variant in variants.items():
         check_path_component(f"{path}: the variant", name)
@@ -207,7 +211,8 @@ def load_grid(path: str, relative_to: str | None = None) -> list[Cell]:
         for name in named:
             if name not in variants:
                 raise ValueError(f"{path}: task {task!r} names variant {name!r}, not one of {sorted(variants)}")
-            cells += _variant_cells(path, task, entry, seeds, name, variants[name] or {}, base)
+            variant = {**variant_defaults, **(variants[name] or {})}
+            cells += _variant_cells(path, task, entry, seeds, name, variant, base)
     return cells
 
 
@@ -234,7 +239,7 @@ def _variant_cells(
     :param entry: the task's entry, the grid's defaults merged in.
     :param seeds: the task's seeds.
     :param name: the variant's name.
-    :param variant: the variant's entry.
+    :param variant: the variant's entry, the grid's ``algo`` and ``conf`` defaults merged in.
     :param base: the folder relative paths start from.
     """
     where = f"{path}: variant {name!r}"
