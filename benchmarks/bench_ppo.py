@@ -18,9 +18,10 @@ is the difference to "ours": the numpy actor (``fast_collect=False``), the direc
 which also takes ``ClippedStep``'s direct path away). Each trick's module docstring quotes its measured gain.
 
 Configurations: ``default`` is SB3's defaults (1 env, n_steps 2048, batch 64, 10 epochs, 64x64 tanh); ``zoo`` is
-rl-zoo3's tuned PyBullet setting (16 envs, n_steps 512, batch 128, 20 epochs, 256x256 ReLU, gSDE, VecNormalize);
-``zoo_8x10`` the same with minibatches of 1024 and 10 epochs; ``walker`` the bundled Walker2D block (``zoo_8x10`` with
-gamma 0.98 and plain Gaussian noise). ``--threads 2`` gives the update both cores (the floor's wall clock then drops
+rl-zoo3's tuned PyBullet walker block, read from rl-zoo3's own ``hyperparams/ppo.yml`` (16 envs, n_steps 512, batch
+128, 20 epochs, 256x256 ReLU, gSDE, VecNormalize); ``zoo_8x10`` the same with minibatches of 1024 and 10 epochs;
+``walker`` the bundled Walker2D block, read from ``zoo_configs/ppo_ext.yml`` (``zoo_8x10`` with gamma 0.98 and plain
+Gaussian noise). ``--threads 2`` gives the update both cores (the floor's wall clock then drops
 below its CPU time).
 """
 
@@ -38,6 +39,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import gymnasium as gym
 import numpy as np
+import rl_zoo3
 import torch as th
 from stable_baselines3 import PPO as SB3PPO
 from stable_baselines3.common.env_util import make_vec_env
@@ -45,48 +47,38 @@ from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper, VecNormalize
 
 from sb3_ppo_ext import PPO
 from sb3_ppo_ext.ppo import optim
+from sb3_ppo_ext.zoo.config.blocks import SCHEDULE_KEYS, ZOO_KEYS, as_schedule, preprocess_block
+from sb3_ppo_ext.zoo.config.yaml_files import load_yaml_file
+
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def zoo_block(config_file: str, env_id: str) -> dict[str, Any]:
+    """A zoo config block as the benchmark's settings: ``n_envs``, ``normalize`` (whether observations and returns are
+    normalised) and the algorithm's keyword arguments (schedules and ``policy_kwargs`` read as rl-zoo3 reads them).
+
+    The block's callbacks, wrappers and budget are left out: they change what is learned, not the time per step.
+
+    :param config_file: a zoo config file (YAML).
+    :param env_id: the block's key in it.
+    """
+    block = preprocess_block(dict(load_yaml_file(config_file)[env_id]), where=f"{config_file}: {env_id}", algorithm=PPO)
+    kwargs = {key: value for key, value in block.items() if key not in ZOO_KEYS and key != "policy"}
+    kwargs.update({key: as_schedule(kwargs[key]) for key in SCHEDULE_KEYS if key in kwargs})
+    return dict(n_envs=int(block.get("n_envs", 1)), normalize=bool(block.get("normalize", False)), kwargs=kwargs)
+
 
 CONFIGS: dict[str, dict[str, Any]] = {
     "default": dict(n_envs=1, normalize=False, kwargs={}),
-    "zoo": dict(
-        n_envs=16,
-        normalize=True,
-        kwargs=dict(
-            batch_size=128,
-            n_steps=512,
-            gamma=0.99,
-            gae_lambda=0.9,
-            n_epochs=20,
-            ent_coef=0.0,
-            sde_sample_freq=4,
-            max_grad_norm=0.5,
-            vf_coef=0.5,
-            learning_rate=3e-5,
-            use_sde=True,
-            clip_range=0.4,
-            policy_kwargs=dict(
-                log_std_init=-2, ortho_init=False, activation_fn=th.nn.ReLU, net_arch=dict(pi=[256, 256], vf=[256, 256])
-            ),
-        ),
-    ),
+    #: rl-zoo3's tuned PyBullet walker block, from the file rl-zoo3 installs.
+    "zoo": zoo_block(os.path.join(os.path.dirname(rl_zoo3.__file__), "hyperparams", "ppo.yml"), "Walker2DBulletEnv-v0"),
+    #: The bundled Walker2D block (zoo_configs/ppo_ext.yml).
+    "walker": zoo_block(os.path.join(REPOSITORY, "zoo_configs", "ppo_ext.yml"), "sb3_ppo_ext/Walker2D-v0"),
 }
 #: The walker block screened with 16 times fewer gradient steps (benchmarks/grids/walker_fast.yml, ``clip_8x10``):
 #: minibatches of 1024, 10 epochs, a constant rate of 3e-4 and clip 0.2, the rest the ``zoo`` block's.
 CONFIGS["zoo_8x10"] = dict(
     CONFIGS["zoo"], kwargs=dict(CONFIGS["zoo"]["kwargs"], batch_size=1024, n_epochs=10, learning_rate=3e-4, clip_range=0.2)
-)
-#: The bundled Walker2D block (zoo_configs/ppo_ext.yml): ``zoo_8x10`` with gamma 0.98 and plain Gaussian action noise
-#: from std 0.61 instead of gSDE (benchmarks/grids/walker_fast.yml, ``gauss_m05_g98``).
-CONFIGS["walker"] = dict(
-    CONFIGS["zoo_8x10"],
-    kwargs=dict(
-        {key: value for key, value in CONFIGS["zoo_8x10"]["kwargs"].items() if key != "sde_sample_freq"},
-        gamma=0.98,
-        use_sde=False,
-        policy_kwargs=dict(
-            log_std_init=-0.5, ortho_init=False, activation_fn=th.nn.ReLU, net_arch=dict(pi=[256, 256], vf=[256, 256])
-        ),
-    ),
 )
 
 
@@ -145,17 +137,18 @@ ABLATIONS: dict[str, tuple[dict[str, Any], Ablation]] = {
 }
 
 
-def make_env(env_id: str, n_envs: int, normalize: bool, seed: int) -> tuple[VecEnv, TimedVecEnv]:
+def make_env(env_id: str, n_envs: int, normalize: bool, seed: int, gamma: float = 0.99) -> tuple[VecEnv, TimedVecEnv]:
+    """The benchmark's VecEnv and the timer inside it; normalised with the config's discount, as rl-zoo3 does."""
     venv = make_vec_env(env_id, n_envs=n_envs, seed=seed)
     timer = TimedVecEnv(venv)
     env: VecEnv = timer
     if normalize:
-        env = VecNormalize(timer, gamma=0.99)
+        env = VecNormalize(timer, gamma=gamma)
     return env, timer
 
 
 def measure(algorithm: type, env_id: str, config: dict[str, Any], iterations: int, seed: int, extra: dict) -> dict:
-    env, timer = make_env(env_id, config["n_envs"], config["normalize"], seed)
+    env, timer = make_env(env_id, config["n_envs"], config["normalize"], seed, config["kwargs"].get("gamma", 0.99))
     kwargs = dict(config["kwargs"], **extra)
     if "policy_kwargs" in config["kwargs"] and "policy_kwargs" in extra:
         kwargs["policy_kwargs"] = dict(config["kwargs"]["policy_kwargs"], **extra["policy_kwargs"])
@@ -212,7 +205,7 @@ def update_floor_ms_per_step(env_id: str, config: dict[str, Any], minibatches: i
 
 
 def env_only_rate(env_id: str, config: dict[str, Any], seconds: float = 5.0) -> float:
-    env, _ = make_env(env_id, config["n_envs"], config["normalize"], seed=0)
+    env, _ = make_env(env_id, config["n_envs"], config["normalize"], 0, config["kwargs"].get("gamma", 0.99))
     env.reset()
     env.action_space.seed(0)
     actions = np.stack([env.action_space.sample() for _ in range(config["n_envs"])])
