@@ -87,6 +87,33 @@ tasks:
         grid.load_grid(refused)
 
 
+def test_defaults_hyperparams_lie_under_each_variants_own_key_by_key(tmp_path):
+    path = write_grid(
+        tmp_path,
+        """
+defaults: {hyperparams: {n_epochs: 2, learning_rate: lin_3e-3}}
+variants:
+  plain: {}
+  more_epochs: {hyperparams: {n_epochs: 5, ent_coef: 0.002}}
+  empty: {hyperparams: null}
+tasks:
+  CartPole-v1: {seeds: [0]}
+""",
+    )
+    plain, more_epochs, empty = grid.load_grid(path)
+    assert plain.hyperparams == (("learning_rate", "lin_3e-3"), ("n_epochs", 2))
+    assert more_epochs.hyperparams == (("ent_coef", 0.002), ("learning_rate", "lin_3e-3"), ("n_epochs", 5))
+    assert empty.hyperparams == plain.hyperparams
+    refused = write_grid(tmp_path, "defaults: {hyperparams: [n_epochs]}\ntasks: {CartPole-v1: {}}\n")
+    with pytest.raises(ValueError, match=r"defaults: hyperparams must be a mapping"):
+        grid.load_grid(refused)
+    refused = write_grid(
+        tmp_path, "defaults: {hyperparams: {n_epochs: 2}}\nvariants: {a: {hyperparams: 3}}\ntasks: {CartPole-v1: {}}\n"
+    )
+    with pytest.raises(ValueError, match=r"variant 'a': hyperparams must be a mapping"):
+        grid.load_grid(refused)
+
+
 @pytest.mark.parametrize("grid_file", sorted((ROOT / "benchmarks" / "grids").glob("*.yml")), ids=lambda path: path.name)
 def test_every_grid_file_of_the_repository_names_config_blocks_that_exist(grid_file):
     """A grid whose variant points at a config without a block for its task fails only when that cell starts, maybe

@@ -19,8 +19,9 @@ CELL_KEYS = {"seeds", "variants", "n_timesteps", "eval_freq", "eval_episodes", "
 #: The keys a variant's entry may hold.
 VARIANT_KEYS = {"algo", "conf", "hyperparams", "trained_agent"}
 #: The variant keys ``defaults`` may hold as well: every variant takes them unless it names its own (``conf: null``
-#: in a variant brings back the algorithm's bundled config file).
-DEFAULT_VARIANT_KEYS = {"algo", "conf"}
+#: in a variant brings back the algorithm's bundled config file), except ``hyperparams``, which merge: a variant's
+#: own are laid over the defaults' key by key (a variant that differs in one setting names only that one).
+DEFAULT_VARIANT_KEYS = {"algo", "conf", "hyperparams"}
 #: The file a cell's folder holds once its training finished (the cell's settings, wall clock and command).
 DONE_FILE = "done.json"
 #: The env seed of ``evaluate``'s final evaluations: one for every cell, so that every policy meets the same starts.
@@ -192,10 +193,12 @@ def load_grid(path: str, relative_to: str | None = None) -> list[Cell]:
     defaults = dict(_mapping(f"{path}: defaults", spec.get("defaults")))
     _check_keys(f"{path}: defaults", defaults, (CELL_KEYS - {"seeds", "variants"}) | DEFAULT_VARIANT_KEYS)
     variant_defaults = {key: defaults.pop(key) for key in DEFAULT_VARIANT_KEYS if key in defaults}
+    _mapping(f"{path}: defaults: hyperparams", variant_defaults.get("hyperparams"))
     variants = _mapping(f"{path}: variants", spec.get("variants")) or {"ppo_ext": {}}
     for name, variant in variants.items():
         check_path_component(f"{path}: the variant", name)
         _check_keys(f"{path}: variant {name!r}", _mapping(f"{path}: variant {name!r}", variant), VARIANT_KEYS)
+        _mapping(f"{path}: variant {name!r}: hyperparams", (variant or {}).get("hyperparams"))
     base = os.path.abspath(relative_to if relative_to is not None else os.curdir)
     cells = []
     for task, task_entry in spec["tasks"].items():
@@ -211,9 +214,23 @@ def load_grid(path: str, relative_to: str | None = None) -> list[Cell]:
         for name in named:
             if name not in variants:
                 raise ValueError(f"{path}: task {task!r} names variant {name!r}, not one of {sorted(variants)}")
-            variant = {**variant_defaults, **(variants[name] or {})}
+            variant = _with_defaults(variant_defaults, variants[name] or {})
             cells += _variant_cells(path, task, entry, seeds, name, variant, base)
     return cells
+
+
+def _with_defaults(defaults: Mapping[str, Any], variant: Mapping[str, Any]) -> dict[str, Any]:
+    """A variant's entry with the grid's defaults under it: its own ``algo`` and ``conf`` replace the defaults', its
+    ``hyperparams`` are laid over the defaults' key by key.
+
+    :param defaults: the grid's ``defaults`` keys that variants take (:data:`DEFAULT_VARIANT_KEYS`), ``hyperparams``
+        already checked to be a mapping.
+    :param variant: the variant's own entry, ``hyperparams`` already checked to be a mapping.
+    """
+    merged = {**defaults, **variant}
+    if "hyperparams" in defaults and "hyperparams" in variant:
+        merged["hyperparams"] = {**(defaults["hyperparams"] or {}), **(variant["hyperparams"] or {})}
+    return merged
 
 
 def _count(where: str, name: str, value: Any, maximum: int | None = None) -> int:
@@ -239,7 +256,7 @@ def _variant_cells(
     :param entry: the task's entry, the grid's defaults merged in.
     :param seeds: the task's seeds.
     :param name: the variant's name.
-    :param variant: the variant's entry, the grid's ``algo`` and ``conf`` defaults merged in.
+    :param variant: the variant's entry, the grid's ``algo``, ``conf`` and ``hyperparams`` defaults merged in.
     :param base: the folder relative paths start from.
     """
     where = f"{path}: variant {name!r}"
