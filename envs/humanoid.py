@@ -173,8 +173,9 @@ class HumanoidFlagrunEnv(HumanoidEnv):
 
     The flag is drawn uniformly over half of Roboschool's stadium (``|x| < 13.1`` m, ``|y| < 6.25`` m); the robot starts
     standing at 1.4 m facing a random direction. The target is in the observation as ``sin, cos`` of its bearing
-    (entries 1 and 2), with the same 44-value layout as HumanoidBulletEnv; ``info["target"]`` holds its position
-    and ``info["flags_reached"]`` counts flags reached this episode.
+    (entries 1 and 2), with the same 44-value layout as HumanoidBulletEnv; ``info["target"]`` holds its position,
+    ``info["flags_reached"]`` counts flags reached this episode and ``info["is_success"]`` says whether it reached one
+    (what rl-zoo3's periodic evaluation reports as its success rate: the share of episodes with a flag).
 
     Differences from pybullet_envs' ``HumanoidFlagrunBulletEnv-v0``: the flag moves every 200 steps (the PPO paper;
     the reference's timeout works out to 150); the random start yaw is really applied (the reference sets the flag
@@ -245,6 +246,7 @@ class HumanoidFlagrunEnv(HumanoidEnv):
             self._move_flag(*random_flag_position(self.np_random))
         info["flag_moved"] = moved
         info["flags_reached"] = self.flags_reached
+        info["is_success"] = self.flags_reached > 0
         return moved
 
 

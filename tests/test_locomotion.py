@@ -515,7 +515,7 @@ def test_flag_moves_after_200_steps():
             if step < 200:
                 assert not info["flag_moved"]
                 np.testing.assert_array_equal(info["target"], first_target)
-        assert info["flag_moved"] and info["flags_reached"] == 0
+        assert info["flag_moved"] and info["flags_reached"] == 0 and not info["is_success"]
         assert not np.array_equal(info["target"], first_target)
         flag_position = env._client.getBasePositionAndOrientation(env._flag_id)[0]
         np.testing.assert_allclose(flag_position[:2], info["target"])
@@ -527,9 +527,11 @@ def test_flag_moves_when_reached_without_a_progress_jump():
     env = HumanoidFlagrunEnv(random_yaw=False)
     try:
         env.reset(seed=0)
+        _, _, _, _, info = env.step(np.zeros(17))
+        assert not info["is_success"]
         env.set_target(float(env._body_xyz[0]) + 0.5, float(env._body_xyz[1]))
         obs, _, _, _, info = env.step(np.zeros(17))
-        assert info["flag_moved"] and info["flags_reached"] == 1
+        assert info["flag_moved"] and info["flags_reached"] == 1 and info["is_success"]
         assert abs(info["reward_progress"]) < 5.0  # m/s: measured against the old flag, no jump
         bearing, _ = target_heading(env._body_xyz, info["target"], env._rpy[2])
         assert obs[1] == pytest.approx(math.sin(bearing), abs=1e-5)  # the new flag is in the observation
