@@ -317,6 +317,12 @@ def test_report_counts_successes_where_the_task_reports_them(tmp_path):
     assert "successes per seed |" in text and text.splitlines()[-1].endswith("| 1/2, 2/2 |")
 
 
+def test_collect_places_the_successes_of_a_run_that_began_reporting_them_on_its_last_evaluations(tmp_path):
+    """A run resumed after its task began reporting ``is_success`` holds success rows for its last evaluations only."""
+    fake_run(tmp_path, "R", "a", 0, [(1000, 10.0), (2000, 50.0), (3000, 60.0)], [[(5.0, 1000)]], successes=[[1, 1]])
+    assert [row["success_rate"] for row in grid.collect(str(tmp_path))] == [None, None, 1.0]
+
+
 def test_run_is_resumable_at_the_cell_level(tmp_path):
     path = write_grid(
         tmp_path,

@@ -19,7 +19,12 @@ from sb3_ppo_ext import PPO
 from sb3_ppo_ext.cli import main
 from sb3_ppo_ext.safe_loading import read_vecnormalize_statistics
 from sb3_ppo_ext.zoo.progress_csv import AppendingCSVOutputFormat
-from sb3_ppo_ext.zoo.resume import ContinuedMonitor, last_elapsed_time
+from sb3_ppo_ext.zoo.resume import (
+    ContinuedMonitor,
+    last_elapsed_time,
+    restore_evaluation_history,
+    successes_by_evaluation,
+)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -249,6 +254,35 @@ def play_one_episode(env, seed: int) -> None:
         _, _, terminated, truncated, _ = env.step(0)
         done = terminated or truncated
     env.close()
+
+
+def test_successes_belong_to_the_last_evaluations():
+    assert successes_by_evaluation(3, [[1, 0]]) == [None, None, [1, 0]]
+    assert successes_by_evaluation(2, [[0], [1]]) == [[0], [1]]
+    assert successes_by_evaluation(2, []) == [None, None]
+    assert successes_by_evaluation(1, [[0], [1]]) == [None]  # more rows than evaluations: none can be placed
+
+
+def test_resume_keeps_the_successes_of_the_kept_evaluations_where_only_the_last_ones_have_them(tmp_path):
+    """The task began reporting ``is_success`` at the third of four evaluations; the run resumes from the third."""
+    log_path = str(tmp_path / "evaluations")
+    np.savez(
+        log_path,
+        timesteps=np.array([100, 200, 300, 400]),
+        results=np.ones((4, 2)),
+        ep_lengths=np.ones((4, 2), dtype=int),
+        successes=np.array([[True, False], [True, True]]),
+    )
+
+    class Callback:
+        def __init__(self):
+            self.log_path = log_path
+            self.evaluations_successes = []
+
+    callback = Callback()
+    assert restore_evaluation_history(callback, num_timesteps=300, n_envs=4) == 3
+    assert callback.evaluations_timesteps == [100, 200, 300]
+    assert callback.evaluations_successes == [[True, False]]
 
 
 def test_continued_monitor_resumes_the_clock_of_an_existing_file(tmp_path):

@@ -205,6 +205,23 @@ def find_resume_point(run_folder: str, env_name: str) -> ResumePoint:
     return max(candidates, key=lambda point: point.num_timesteps)
 
 
+def successes_by_evaluation(n_evaluations: int, successes: Sequence[Any]) -> list[Any | None]:
+    """Each evaluation's row of ``successes`` from an ``evaluations.npz``, ``None`` for an evaluation that has none.
+
+    rl-zoo3's ``EvalCallback`` appends a row of successes for each evaluation whose episodes reported
+    ``info["is_success"]``. A run resumed after its task began reporting them (a newer version of the task) holds rows
+    for its last evaluations only: the rows belong to the last ``len(successes)`` evaluations. More rows than
+    evaluations cannot be placed: every evaluation then gets ``None``.
+
+    :param n_evaluations: the number of evaluations (``len(timesteps)``).
+    :param successes: the file's ``successes`` rows.
+    """
+    missing = n_evaluations - len(successes)
+    if missing < 0:
+        return [None] * n_evaluations
+    return [None] * missing + list(successes)
+
+
 def restore_evaluation_history(callback: EvalCallback, num_timesteps: int, n_envs: int) -> int:
     """Give ``callback`` the run's evaluations up to ``num_timesteps`` and its place on the evaluation grid.
 
@@ -224,8 +241,11 @@ def restore_evaluation_history(callback: EvalCallback, num_timesteps: int, n_env
         callback.evaluations_timesteps = [int(step) for step in np.asarray(saved["timesteps"])[keep]]
         callback.evaluations_results = [list(row) for row in np.asarray(saved["results"])[keep]]
         callback.evaluations_length = [list(row) for row in np.asarray(saved["ep_lengths"])[keep]]
-        if "successes" in saved.files and len(saved["successes"]) == len(keep):
-            callback.evaluations_successes = [list(row) for row in np.asarray(saved["successes"])[keep]]
+        if "successes" in saved.files:
+            rows = successes_by_evaluation(len(keep), saved["successes"])
+            callback.evaluations_successes = [
+                list(row) for row, kept in zip(rows, keep, strict=True) if kept and row is not None
+            ]
     if callback.evaluations_results:
         callback.best_mean_reward = float(max(np.mean(row) for row in callback.evaluations_results))
         callback.last_mean_reward = float(np.mean(callback.evaluations_results[-1]))

@@ -16,6 +16,7 @@ import numpy as np
 from sb3_ppo_ext.zoo.config.run_files import load_run_yaml
 from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, FINAL_EVAL_FILE, cell_folders, cell_run_folders
 from sb3_ppo_ext.zoo.progress_csv import PROGRESS_FILE
+from sb3_ppo_ext.zoo.resume import successes_by_evaluation
 
 #: SB3's logged training values that ``collect`` adds to each evaluation (the last logged before it), by their name
 #: in SB3's printed tables; in ``progress.csv`` they are ``train/<name>``.
@@ -206,13 +207,16 @@ def _periodic_rows(cell: _CellOfRows, seed_folder: str, run_folder: str) -> list
     (:func:`training_clock`) and the training values logged last before it (:func:`logged_train_values`)."""
     evaluations = np.load(os.path.join(run_folder, "evaluations.npz"))
     clock_steps, clock_seconds = training_clock(run_folder)
-    successes = evaluations["successes"] if "successes" in evaluations.files else np.empty((0, 0))
+    successes = successes_by_evaluation(
+        len(evaluations["timesteps"]), evaluations["successes"] if "successes" in evaluations.files else []
+    )
     log_steps, log_values = logged_train_values(seed_folder, run_folder)
     rows = []
     for index, (timesteps, results) in enumerate(zip(evaluations["timesteps"], evaluations["results"], strict=True)):
         reached = np.searchsorted(clock_steps, timesteps)
         wall = float(clock_seconds[reached]) if reached < len(clock_seconds) else float("nan")
-        success_rate = float(np.mean(successes[index])) if index < len(successes) and successes[index].size else None
+        row = successes[index]
+        success_rate = float(np.mean(row)) if row is not None and len(row) else None
         logged = np.searchsorted(log_steps, timesteps, side="right") - 1
         values = {
             "timesteps": int(timesteps),
