@@ -5,6 +5,7 @@ import csv
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -377,6 +378,72 @@ def test_a_stopped_grid_records_the_session_of_each_running_cell_and_starts_no_o
         assert grid.run_cell(second, root).startswith("stop") and not Path(second.folder(root)).exists()
     finally:
         grid_run._STOPPING.clear()
+
+
+def test_ctrl_c_stops_the_grid_as_sigterm_does_and_leaves_the_handlers_as_they_were(tmp_path, monkeypatch):
+    """A terminal's Ctrl-C (SIGINT to the grid's process) stops the running cells through the grid's handler and starts
+    no further cell; the training processes, in sessions of their own, are not hit by the terminal directly."""
+    path = write_grid(tmp_path, "tasks:\n  CartPole-v1: {seeds: [0, 1], n_timesteps: 1024}\n")
+    cells = grid.load_grid(path)
+    root = str(tmp_path / "runs")
+    monkeypatch.setattr(grid_run, "sb3_ppo_ext_command", lambda: [sys.executable, "-c", "import time; time.sleep(60)"])
+    before = signal.getsignal(signal.SIGINT)
+
+    def press_ctrl_c():
+        deadline = time.time() + 30
+        while not grid_run._TRAINING and time.time() < deadline:
+            time.sleep(0.05)
+        (process,) = grid_run._TRAINING
+        assert os.getsid(process.pid) != os.getsid(0)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    presser = threading.Thread(target=press_ctrl_c)
+    presser.start()
+    try:
+        started = time.time()
+        assert not grid.run_grid(cells, root, jobs=1)
+        assert time.time() - started < 30
+    finally:
+        presser.join(30)
+        grid_run._STOPPING.clear()
+    assert signal.getsignal(signal.SIGINT) is before
+    (session,) = [json.loads(line) for line in Path(cells[0].folder(root), "sessions.jsonl").read_text().splitlines()]
+    assert session["exit"] == -signal.SIGTERM
+    assert not Path(cells[0].folder(root), "done.json").exists() and not Path(cells[1].folder(root)).exists()
+
+
+def test_a_cell_whose_training_was_ctrl_c_ed_short_of_its_budget_is_not_done(tmp_path):
+    """``train`` stopped by Ctrl-C saves the model trained so far and exits 0, as rl-zoo3's does: the cell stays
+    unfinished (no done.json) and resumes from that model."""
+    path = write_grid(
+        tmp_path,
+        """
+tasks:
+  CartPole-v1: {seeds: [0], n_timesteps: 1000000, eval_freq: 100000, save_freq: 512}
+""",
+    )
+    (cell,) = grid.load_grid(path)
+    root = str(tmp_path / "runs")
+    folder = Path(cell.folder(root))
+
+    def press_ctrl_c_after_a_checkpoint():
+        deadline = time.time() + 60
+        while not list(folder.glob("ppo_ext/*/rl_model_*_steps.zip")) and time.time() < deadline:
+            time.sleep(0.1)
+        for process in list(grid_run._TRAINING):
+            process.send_signal(signal.SIGINT)
+
+    presser = threading.Thread(target=press_ctrl_c_after_a_checkpoint)
+    presser.start()
+    try:
+        line = grid.run_cell(cell, root)
+    finally:
+        presser.join(60)
+    assert line.startswith("stop") and "of 1000000 steps" in line, line
+    (session,) = [json.loads(line) for line in (folder / "sessions.jsonl").read_text().splitlines()]
+    assert session["exit"] == 0
+    assert not (folder / "done.json").exists()
+    assert (folder / "ppo_ext" / "CartPole-v1_1" / "CartPole-v1.zip").is_file()
 
 
 def test_an_interrupted_cell_with_checkpoints_resumes_instead_of_starting_again(tmp_path):

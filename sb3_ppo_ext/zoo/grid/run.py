@@ -1,5 +1,5 @@
-"""Running a grid: each cell through ``sb3-ppo-ext train`` in its own process, resumable, stoppable by SIGTERM; and
-snapshots of unfinished cells to carry them to another machine."""
+"""Running a grid: each cell through ``sb3-ppo-ext train`` in its own process, resumable, stoppable by SIGTERM or
+Ctrl-C; and snapshots of unfinished cells to carry them to another machine."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from typing import Any
 from sb3_ppo_ext.callbacks.checkpoint import find_latest_checkpoint, list_checkpoints
 from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, Cell, cell_folders, cell_run_folders
 from sb3_ppo_ext.zoo.progress_csv import PROGRESS_FILE
+from sb3_ppo_ext.zoo.resume import ResumeError, run_settings, saved_num_timesteps
 
 
 def sb3_ppo_ext_command() -> list[str]:
@@ -29,7 +30,11 @@ def sb3_ppo_ext_command() -> list[str]:
     return [script] if script else [sys.executable, "-m", "sb3_ppo_ext"]
 
 
-#: Set when the grid is told to stop (SIGTERM): no further cell starts.
+#: The signals that stop a grid (:func:`stop_training`): a scheduler's SIGTERM, a terminal's Ctrl-C (SIGINT), and the
+#: terminal closing (SIGHUP).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+#: Set when the grid is told to stop (one of :data:`STOP_SIGNALS`): no further cell starts.
 _STOPPING = threading.Event()
 
 
@@ -38,12 +43,14 @@ _TRAINING: set[subprocess.Popen] = set()
 
 
 def stop_training(signum: int = signal.SIGTERM, frame: Any = None) -> None:
-    """The grid's SIGTERM handler: start no further cell and pass the signal on to the training processes. Each cell
-    then records its session (wall clock, exit code) before the grid exits, so that an interrupted cell's time is
-    counted when it is resumed; without this the grid died before writing it."""
+    """The grid's handler of :data:`STOP_SIGNALS`: start no further cell and send SIGTERM to the training processes,
+    which save the model trained so far and exit (``train`` handles SIGTERM as Ctrl-C). They run in sessions of their
+    own, so that a terminal's Ctrl-C or hang-up reaches them once, through here. Each cell then records its session
+    (wall clock, exit code) before the grid exits, so that an interrupted cell's time is counted when it is resumed;
+    without this the grid died before writing it."""
     _STOPPING.set()
     for process in list(_TRAINING):
-        process.send_signal(signum)
+        process.send_signal(signal.SIGTERM)
 
 
 def run_cell(cell: Cell, root: str) -> str:
@@ -70,7 +77,9 @@ def run_cell(cell: Cell, root: str) -> str:
     with open(os.path.join(folder, "train.log"), "a", encoding="utf-8") as log:
         log.write(shlex.join(["sb3-ppo-ext", *argv]) + "\n")
         log.flush()
-        process = subprocess.Popen([*sb3_ppo_ext_command(), *argv], stdout=log, stderr=subprocess.STDOUT, env=env)
+        process = subprocess.Popen(
+            [*sb3_ppo_ext_command(), *argv], stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
         _TRAINING.add(process)
         if _STOPPING.is_set():  # stopped while this cell was starting, before the signal could reach it
             process.send_signal(signal.SIGTERM)
@@ -86,6 +95,10 @@ def run_cell(cell: Cell, root: str) -> str:
         if _STOPPING.is_set():
             return f"stop  {folder} (stopped after {wall:.0f} s; `run` takes it up again)"
         return f"FAIL  {folder} (exit {returncode}, see train.log)"
+    short = _budget_not_spent(folder)
+    if short is not None:
+        # Ctrl-C ends `train` as rl-zoo3 does: the model trained so far is saved and the exit status is 0.
+        return f"stop  {folder} (stopped at {short[0]} of {short[1]} steps; `run` takes it up again)"
     with open(sessions_path, encoding="utf-8") as stream:
         total = sum(json.loads(line)["wall_s"] for line in stream if line.strip())
     with open(done_path, "w", encoding="utf-8") as stream:
@@ -96,6 +109,24 @@ def run_cell(cell: Cell, root: str) -> str:
         )
     resumed = " in several sessions" if run_folder is not None else ""
     return f"done  {folder} ({total:.0f} s{resumed})"
+
+
+def _budget_not_spent(cell_folder: str) -> tuple[int, int] | None:
+    """``(steps trained, budget)`` of a cell whose run saved its final model before spending its budget (stopped by
+    Ctrl-C), else ``None``: a finished run, or one whose final model or settings cannot be read (then ``train``'s
+    exit status stands)."""
+    for run_folder in cell_run_folders(cell_folder):
+        try:
+            params_path, arguments, config = run_settings(run_folder)
+            steps = saved_num_timesteps(params_path + ".zip")
+        except (ResumeError, OSError, ValueError):
+            continue
+        budget = arguments.get("n_timesteps")
+        if not isinstance(budget, int) or budget <= 0:  # rl-zoo3's -n default (-1): the config's budget
+            budget = config.get("n_timesteps")
+        if isinstance(budget, (int, float)) and steps < int(budget):
+            return steps, int(budget)
+    return None
 
 
 def _resumable_run(cell_folder: str) -> str | None:
@@ -158,11 +189,13 @@ def snapshot_cells(root: str, destination: str) -> list[str]:
 
 
 def run_grid(cells: Sequence[Cell], root: str, jobs: int) -> bool:
-    """Run the cells, ``jobs`` at a time; True when every cell is done. SIGTERM stops it cleanly
+    """Run the cells, ``jobs`` at a time; True when every cell is done. SIGTERM or Ctrl-C stops it cleanly
     (:func:`stop_training`)."""
     _STOPPING.clear()
     in_main_thread = threading.current_thread() is threading.main_thread()
-    previous_handler = signal.signal(signal.SIGTERM, stop_training) if in_main_thread else None
+    # A signal the grid was started to ignore stays ignored (`nohup` ignores SIGHUP).
+    handled = [signum for signum in STOP_SIGNALS if signal.getsignal(signum) is not signal.SIG_IGN] if in_main_thread else []
+    previous_handlers = {signum: signal.signal(signum, stop_training) for signum in handled}
     try:
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             outcomes = []
@@ -170,6 +203,6 @@ def run_grid(cells: Sequence[Cell], root: str, jobs: int) -> bool:
                 print(line, flush=True)
                 outcomes.append(line)
     finally:
-        if in_main_thread:
-            signal.signal(signal.SIGTERM, previous_handler if previous_handler is not None else signal.SIG_DFL)
+        for signum, previous in previous_handlers.items():
+            signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
     return not any(line.startswith(("FAIL", "stop")) for line in outcomes)
