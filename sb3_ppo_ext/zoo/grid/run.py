@@ -21,7 +21,7 @@ from typing import Any
 from sb3_ppo_ext.callbacks.checkpoint import find_latest_checkpoint, list_checkpoints
 from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, Cell, cell_folders, cell_run_folders
 from sb3_ppo_ext.zoo.progress_csv import PROGRESS_FILE
-from sb3_ppo_ext.zoo.resume import ResumeError, run_settings, saved_num_timesteps
+from sb3_ppo_ext.zoo.resume import run_settings, saved_num_timesteps
 
 
 def sb3_ppo_ext_command() -> list[str]:
@@ -119,7 +119,7 @@ def _budget_not_spent(cell_folder: str) -> tuple[int, int] | None:
         try:
             params_path, arguments, config = run_settings(run_folder)
             steps = saved_num_timesteps(params_path + ".zip")
-        except (ResumeError, OSError, ValueError):
+        except (OSError, ValueError):  # ResumeError is a ValueError
             continue
         budget = arguments.get("n_timesteps")
         if not isinstance(budget, int) or budget <= 0:  # rl-zoo3's -n default (-1): the config's budget
