@@ -11,7 +11,9 @@ over ``--eval-episodes`` episodes:
   fastest local setting, e.g. ``--ours-args "--vec-env shared"``);
 - ``sb3``: SB3's own PPO (``--algo ppo``) with rl-zoo3's block for the task (``--sb3-conf``, by default
   ``benchmarks/configs/reference_ppo.yml``) on ``--vec-env subproc``, one process per env (the block's ``n_envs``;
-  fewer where memory is short: ``--sb3-args "--hyperparams n_envs:8"``), plus ``--sb3-args``.
+  fewer where memory is short: ``--sb3-args "--hyperparams n_envs:8"``), plus ``--sb3-args``. ``--sb3-conf
+  zoo_configs/ppo_ext.yml`` gives SB3's PPO our own block instead, for a task whose block names only SB3's PPO
+  arguments and zoo keys (the Humanoid block does): then the two differ in their PPO and VecEnv only.
 
 The command lines are those of the learning grids (:meth:`sb3_ppo_ext.zoo.grid.cells.Cell.train_argv`), with the
 grid's fixed ``--vec-env dummy`` replaced by each contender's VecEnv and, unless ``--one-thread``, the grid's
@@ -37,11 +39,14 @@ threshold. ``--csv`` writes the rows to a file too. Each run's folder is ``<root
 ``train.log``; a folder left by an earlier run is moved aside first.
 
 The full run for Walker2D (seeds 0 and 1 on the 2-core development machine with the Walker2D block bundled since
-2026-12-05: 180 s and 174 s for ours, 991 s and 807 s for SB3; docs/results/walker2d_results.md). Humanoid likewise
-with ``--env sb3_ppo_ext/Humanoid-v0 --threshold 2500``, hours per run::
+2026-12-05: 180 s and 174 s for ours, 991 s and 807 s for SB3; docs/results/walker2d_results.md). The Humanoid,
+SB3's PPO on our block (hours per run; 64 PyBullet processes for SB3, about 14 GB)::
 
     python benchmarks/time_to_score.py --env sb3_ppo_ext/Walker2D-v0 --threshold 2000 --seeds 0 1 2 \\
         --eval-freq 50000 --root ~/runs/time_to_score/walker --csv docs/results/time_to_score_walker.csv
+    python benchmarks/time_to_score.py --env sb3_ppo_ext/Humanoid-v0 --threshold 2500 --seeds 0 1 \\
+        --eval-freq 100000 --sb3-conf zoo_configs/ppo_ext.yml --root ~/runs/time_to_score/humanoid \\
+        --csv docs/results/time_to_score_humanoid.csv
 
 A smoke run (seconds; our PPO only, since the reference config has no CartPole block)::
 
