@@ -380,6 +380,17 @@ def test_a_stopped_grid_records_the_session_of_each_running_cell_and_starts_no_o
         grid_run._STOPPING.clear()
 
 
+@pytest.fixture
+def ctrl_c_as_in_a_terminal():
+    """SIGINT raising ``KeyboardInterrupt`` in this process and, through exec, its default in the processes it starts,
+    as in a terminal: a suite started in the background of a non-interactive shell (as CI may start it) ignores
+    SIGINT, and the processes it starts inherit the ignore."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("ctrl_c_as_in_a_terminal")
 def test_ctrl_c_stops_the_grid_as_sigterm_does_and_leaves_the_handlers_as_they_were(tmp_path, monkeypatch):
     """A terminal's Ctrl-C (SIGINT to the grid's process) stops the running cells through the grid's handler and starts
     no further cell; the training processes, in sessions of their own, are not hit by the terminal directly."""
@@ -412,6 +423,7 @@ def test_ctrl_c_stops_the_grid_as_sigterm_does_and_leaves_the_handlers_as_they_w
     assert not Path(cells[0].folder(root), "done.json").exists() and not Path(cells[1].folder(root)).exists()
 
 
+@pytest.mark.usefixtures("ctrl_c_as_in_a_terminal")
 def test_a_cell_whose_training_was_ctrl_c_ed_short_of_its_budget_is_not_done(tmp_path):
     """``train`` stopped by Ctrl-C saves the model trained so far and exits 0, as rl-zoo3's does: the cell stays
     unfinished (no done.json) and resumes from that model."""
