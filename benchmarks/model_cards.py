@@ -203,6 +203,12 @@ def shipped_evaluation(shipped: dict[str, Any]) -> str:
     if "mean_length" in shipped:
         line += f", mean length {shipped['mean_length']:.1f} steps"
     line += f", {shipped['ended_early']} of {shipped['episodes']} ended before the time limit"
+    if "with_a_flag" in shipped:
+        # A flag run's success is a flag reached, and its distance along x measures nothing.
+        return line + (
+            f"; **a flag reached in {shipped['with_a_flag']} of {shipped['episodes']}** "
+            f"({shipped['mean_flags']:.1f} flags per episode)"
+        )
     if "successes" in shipped:
         failures = ", ".join(f"{reason.replace('_', ' ')} {count}" for reason, count in shipped.get("failures", {}).items())
         line += f"; **{shipped['successes']} of {shipped['episodes']} landed**" + (
@@ -210,8 +216,6 @@ def shipped_evaluation(shipped: dict[str, Any]) -> str:
         )
     if "mean_speed_m_s" in shipped:
         line += f"; mean speed {shipped['mean_speed_m_s']:.2f} m/s"
-    if "with_a_flag" in shipped:
-        line += f"; a flag reached in {shipped['with_a_flag']} ({shipped['mean_flags']:.1f} per episode)"
     return line
 
 

@@ -58,12 +58,13 @@ def agents_table() -> str:
             f"{shipped.get('episodes')} episodes: {shipped.get('mean_return', float('nan')):.0f} +- "
             f"{shipped.get('std_return', float('nan')):.0f}"
         )
-        if "successes" in shipped:
-            played += f", {shipped['successes']} landed"
-        if "mean_speed_m_s" in shipped:
-            played += f", {shipped['mean_speed_m_s']:.2f} m/s, {shipped['ended_early']} falls"
-        if "with_a_flag" in shipped:
+        if "with_a_flag" in shipped:  # a flag run: its success is a flag, and its distance along x measures nothing
             played += f", a flag reached in {shipped['with_a_flag']} ({shipped['mean_flags']:.1f} per episode)"
+            played += f", {shipped['ended_early']} falls"
+        elif "successes" in shipped:
+            played += f", {shipped['successes']} landed"
+        elif "mean_speed_m_s" in shipped:
+            played += f", {shipped['mean_speed_m_s']:.2f} m/s, {shipped['ended_early']} falls"
         wall = provenance.get("training_wall_s")
         # The agent's own files (settings and observation statistics in agent.json, weights in policy.npz), not the
         # model card beside them (README.md, curve.png, picture.png, picture.json).
