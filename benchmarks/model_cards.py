@@ -60,8 +60,7 @@ PICTURE_FRAMES, PICTURE_HEIGHT, PICTURE_SPAN = 4, 180, 240
 PICTURE_SEED = 0
 #: The bundled tasks without a shipped agent, pictured with the agent of a task with the same observations and actions.
 STAND_INS = {
-    "sb3_ppo_ext/HumanoidFlagrun-v0": "sb3_ppo_ext/Humanoid-v0",
-    "sb3_ppo_ext/HumanoidFlagrunHarder-v0": "sb3_ppo_ext/Humanoid-v0",
+    "sb3_ppo_ext/HumanoidFlagrunHarder-v0": "sb3_ppo_ext/HumanoidFlagrun-v0",
 }
 
 
