@@ -24,6 +24,7 @@ import yaml
 from rl_zoo3 import hyperparams_opt
 from rl_zoo3.utils import ALGOS
 from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.callbacks import EvalCallback
 from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_ppo_ext.callbacks import LiveViewCallback, VideoRecorderCallback
@@ -41,6 +42,7 @@ from sb3_ppo_ext.zoo.progress_csv import PROGRESS_FILE, ProgressCSVCallback
 from sb3_ppo_ext.zoo.registration import ALGORITHM_NAME
 from sb3_ppo_ext.zoo.resume import ResumableExperiment
 from sb3_ppo_ext.zoo.run_selection import holds_only_setup_files
+from sb3_ppo_ext.zoo.run_summary import end_of_training_line, last_and_best
 from sb3_ppo_ext.zoo.safe_run_files import SafeRunFilesExperiment
 from sb3_ppo_ext.zoo.sampler import sample_ppo_ext_params
 from sb3_ppo_ext.zoo.stopping import StoppableExperiment
@@ -248,6 +250,24 @@ class SafeExperimentManager(StoppableExperiment, ResumableExperiment, VecEnvChoo
                 if model.num_timesteps == 0:  # failed before its first step: nothing trained, nothing to keep
                     self.remove_unstarted_run()
                 raise
+
+    def save_trained_model(self, model: BaseAlgorithm) -> None:
+        """rl-zoo3's saving of the final model (:meth:`~sb3_ppo_ext.zoo.stopping.StoppableExperiment.save_trained_model`),
+        then, for a run that finished (not one stopped by SIGTERM), one line with the final model's and the best model's
+        last evaluations (:func:`~sb3_ppo_ext.zoo.run_summary.end_of_training_line`)."""
+        super().save_trained_model(model)
+        evaluation = next((callback for callback in self.callbacks if isinstance(callback, EvalCallback)), None)
+        if evaluation is None or self.verbose < 1:
+            return
+        last_best = last_and_best(evaluation.evaluations_timesteps, evaluation.evaluations_results)
+        if last_best is not None:
+            print(end_of_training_line(*last_best, self.play_best_command()))
+
+    def play_best_command(self) -> str:
+        """The ``enjoy`` command that plays this run's ``best_model.zip``."""
+        algo = "" if self.algo == ALGORITHM_NAME else f" --algo {self.algo}"
+        exp_id = self.save_path.rstrip(os.sep).rsplit("_", 1)[-1]
+        return f"sb3-ppo-ext enjoy{algo} --env {self.env_name.gym_id} -f {self.log_folder} --exp-id {exp_id} --load-best"
 
     def hyperparameters_optimization(self) -> None:
         """rl-zoo3's search, with the settings given by ``--hyperparams`` kept fixed rather than sampled."""
