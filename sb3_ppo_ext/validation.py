@@ -130,6 +130,9 @@ def check_observation_indices(name: str, value: Any, *, size: int | None = None)
 #: Most transitions in one on-policy rollout, ``n_steps * n_envs``, and the largest ``batch_size`` (4,194,304: 32
 #: times a 64-env x 2048-step rollout).
 MAX_ROLLOUT_TRANSITIONS = 1 << 22
+#: Most cells in one grid file (tasks x variants x seeds): a research grid has tens to hundreds; 10**9 cells built
+#: their commands for minutes before the first one ran.
+MAX_GRID_CELLS = 10_000
 #: Most passes over a rollout in one update, ``n_epochs`` (the PPO paper and rl-zoo3's configs use 3 to 30).
 MAX_N_EPOCHS = 1000
 #: Largest ``clip_range``: it bounds the probability ratio to ``[1 - clip_range, 1 + clip_range]`` (0.1 to 0.4 in

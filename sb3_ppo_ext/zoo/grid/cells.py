@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sb3_ppo_ext.validation import check_int, check_kwargs
+from sb3_ppo_ext.validation import MAX_GRID_CELLS, check_int, check_kwargs
 from sb3_ppo_ext.zoo.config.blocks import MAX_N_TIMESTEPS
 from sb3_ppo_ext.zoo.config.yaml_files import load_yaml_file
 
@@ -171,7 +171,17 @@ def _seeds(where: str, seeds: Any) -> list[int]:
             raise ValueError(
                 f"{where}: seeds must be a list of non-negative integers (at most {MAX_SEED}), got {seed!r} in {seeds!r}"
             )
+    _refuse_repeats(f"{where}: seeds", seeds)
     return seeds
+
+
+def _refuse_repeats(where: str, names: list[Any]) -> None:
+    """Refuse a seed or variant named twice: the two cells would be one folder, trained by two processes at once."""
+    seen: set[Any] = set()
+    for name in names:
+        if name in seen:
+            raise ValueError(f"{where} names {name!r} twice (one cell, one folder: list it once)")
+        seen.add(name)
 
 
 def load_grid(path: str, relative_to: str | None = None) -> list[Cell]:
@@ -200,7 +210,7 @@ def load_grid(path: str, relative_to: str | None = None) -> list[Cell]:
         _check_keys(f"{path}: variant {name!r}", _mapping(f"{path}: variant {name!r}", variant), VARIANT_KEYS)
         _mapping(f"{path}: variant {name!r}: hyperparams", (variant or {}).get("hyperparams"))
     base = os.path.abspath(relative_to if relative_to is not None else os.curdir)
-    cells = []
+    cells: list[Cell] = []
     for task, task_entry in spec["tasks"].items():
         if not isinstance(task, str):
             raise ValueError(f"{path}: task names must be env id strings, got {task!r}")
@@ -211,11 +221,19 @@ def load_grid(path: str, relative_to: str | None = None) -> list[Cell]:
         named = entry.get("variants", list(variants))
         if not isinstance(named, list):
             raise ValueError(f"{path}: task {task!r}: variants must be a list of variant names, got {named!r}")
+        _refuse_repeats(f"{path}: task {task!r}: variants", named)
+        if len(cells) + len(named) * len(seeds) > MAX_GRID_CELLS:
+            raise ValueError(f"{path}: more than {MAX_GRID_CELLS} cells (tasks x variants x seeds); split the grid")
         for name in named:
             if name not in variants:
                 raise ValueError(f"{path}: task {task!r} names variant {name!r}, not one of {sorted(variants)}")
             variant = _with_defaults(variant_defaults, variants[name] or {})
             cells += _variant_cells(path, task, entry, seeds, name, variant, base)
+    folders: dict[tuple[str, str, int], Cell] = {}
+    for cell in cells:
+        other = folders.setdefault((cell.task.replace("/", "-"), cell.variant, cell.seed), cell)
+        if other is not cell:  # tasks 'a/b' and 'a-b' both train in the folder a-b
+            raise ValueError(f"{path}: tasks {other.task!r} and {cell.task!r} would train in one folder; rename one")
     return cells
 
 

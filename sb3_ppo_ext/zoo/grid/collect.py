@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from sb3_ppo_ext.files import atomic_path
 from sb3_ppo_ext.zoo.config.run_files import load_run_yaml
 from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, FINAL_EVAL_FILE, cell_folders, cell_run_folders
 from sb3_ppo_ext.zoo.progress_csv import PROGRESS_FILE
@@ -281,10 +282,15 @@ def merge_rows(existing: Sequence[dict[str, Any]], collected: Sequence[dict[str,
 
 
 def write_csv(rows: Sequence[dict[str, Any]], path: str) -> None:
-    """Write ``rows`` (from :func:`collect`) to the CSV file ``path`` with the columns ``CSV_FIELDS``."""
+    """Write ``rows`` (from :func:`collect`, or merged with a CSV read back) to the CSV file ``path``: the columns
+    ``CSV_FIELDS``, then any other column the rows hold (one a user or a spreadsheet added to a CSV read back, such as
+    notes or pandas' index), empty where a row has none. Written atomically: a failure leaves ``path`` as it was."""
+    extra: list[str] = []
+    for row in rows:
+        extra += [key for key in row if key not in CSV_FIELDS and key not in extra]
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", newline="", encoding="utf-8") as stream:
-        writer = csv.DictWriter(stream, fieldnames=CSV_FIELDS)
+    with atomic_path(path) as temporary, open(temporary, "w", newline="", encoding="utf-8") as stream:
+        writer = csv.DictWriter(stream, fieldnames=[*CSV_FIELDS, *extra], restval="")
         writer.writeheader()
         writer.writerows(rows)
 
@@ -293,19 +299,37 @@ def read_csv(path: str) -> list[dict[str, Any]]:
     """The rows of a CSV written by :func:`write_csv` (or joined from several by a spreadsheet or pandas, which write
     NaN as an empty cell): the numeric columns as numbers, ``finished`` as a bool, an empty ``success_rate`` as
     ``None``, and an empty ``wall_s``, evaluation length or training value as NaN."""
-    with open(path, encoding="utf-8") as stream:
-        return [
-            {
-                **row,
-                "seed": int(row["seed"]),
-                "timesteps": int(row["timesteps"]),
-                "episodes": int(row["episodes"]),
-                "eval_mean": float(row["eval_mean"]),
-                "eval_std": float(row["eval_std"]),
-                "wall_s": float(row["wall_s"] or "nan"),
-                "finished": row["finished"] == "True",
-                "success_rate": float(row["success_rate"]) if row.get("success_rate") else None,
-                **{key: float(row.get(key) or "nan") for key in CSV_FIELDS if key.startswith(("train_", "eval_length"))},
-            }
-            for row in csv.DictReader(stream)
-        ]
+    rows = []
+    with open(path, encoding="utf-8", newline="") as stream:
+        reader = csv.DictReader(stream)
+        missing = [key for key in _READ_COLUMNS if key not in (reader.fieldnames or [])]
+        if missing:
+            raise ValueError(f"{path}: not a CSV of grid collect: it has no column {', '.join(missing)}")
+        for row in reader:
+            if None in row:
+                raise ValueError(f"{path}, line {reader.line_num}: more cells than the header has columns")
+            try:
+                rows.append(_typed_row(row))
+            except (TypeError, ValueError) as error:
+                raise ValueError(f"{path}, line {reader.line_num}: {error}") from None
+    return rows
+
+
+#: The columns :func:`read_csv` needs.
+_READ_COLUMNS = ("task", "variant", "seed", "timesteps", "episodes", "eval_mean", "eval_std", "wall_s", "finished")
+
+
+def _typed_row(row: dict[str, str]) -> dict[str, Any]:
+    """One row of :func:`read_csv` with its values typed."""
+    return {
+        **row,
+        "seed": int(row["seed"]),
+        "timesteps": int(row["timesteps"]),
+        "episodes": int(row["episodes"]),
+        "eval_mean": float(row["eval_mean"]),
+        "eval_std": float(row["eval_std"]),
+        "wall_s": float(row["wall_s"] or "nan"),
+        "finished": row["finished"] == "True",
+        "success_rate": float(row["success_rate"]) if row.get("success_rate") else None,
+        **{key: float(row.get(key) or "nan") for key in CSV_FIELDS if key.startswith(("train_", "eval_length"))},
+    }

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from sb3_ppo_ext.callbacks.checkpoint import find_latest_checkpoint, list_checkpoints
-from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, Cell, cell_folders, cell_run_folders
+from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, Cell, cell_folders, cell_run_folders, inside_root
 from sb3_ppo_ext.zoo.progress_csv import PROGRESS_FILE
 from sb3_ppo_ext.zoo.resume import run_settings, saved_num_timesteps
 
@@ -151,7 +151,8 @@ def snapshot_cells(root: str, destination: str) -> list[str]:
 
     :returns: one line per cell copied.
     """
-    lines = []
+    check_snapshot_destination(root, destination)
+    snapshots = []  # every target checked before any older snapshot is deleted
     for cell_folder in cell_folders(root):
         run_folder = _resumable_run(cell_folder)
         if run_folder is None or os.path.isfile(os.path.join(cell_folder, DONE_FILE)):
@@ -159,7 +160,13 @@ def snapshot_cells(root: str, destination: str) -> list[str]:
         checkpoint = find_latest_checkpoint(run_folder)
         if checkpoint is None:
             continue
-        target_cell = os.path.join(destination, os.path.relpath(cell_folder, root))
+        # what is replaced must be the destination's own folder, not one a link inside it points to
+        target_cell = inside_root(destination, os.path.join(destination, os.path.relpath(cell_folder, root)))
+        if os.path.islink(target_cell):
+            raise ValueError(f"{target_cell} is a symbolic link; snapshot replaces only folders of --to's own")
+        snapshots.append((cell_folder, run_folder, checkpoint, target_cell))
+    lines = []
+    for cell_folder, run_folder, checkpoint, target_cell in snapshots:
         if os.path.isdir(target_cell):
             shutil.rmtree(target_cell)
         target_run = os.path.join(target_cell, os.path.relpath(run_folder, cell_folder))
@@ -186,6 +193,20 @@ def snapshot_cells(root: str, destination: str) -> list[str]:
             )
         lines.append(f"saved {target_cell} at {checkpoint.num_timesteps} steps")
     return lines
+
+
+def check_snapshot_destination(root: str, destination: str) -> None:
+    """Refuse a snapshot folder that is the grid's root, lies inside it or holds it: replacing a cell's older snapshot
+    there would delete the cell itself (or another cell) before copying it.
+
+    :raises ValueError: naming both folders.
+    """
+    real_root, real_destination = os.path.realpath(root), os.path.realpath(destination)
+    if os.path.commonpath([real_root, real_destination]) in (real_root, real_destination):
+        raise ValueError(
+            f"--to {destination} must be a folder outside the grid's root {root}, neither inside it nor holding it "
+            "(a snapshot replaces the older one of each cell: here, the cells themselves)"
+        )
 
 
 def run_grid(cells: Sequence[Cell], root: str, jobs: int) -> bool:

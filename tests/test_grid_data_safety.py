@@ -1,0 +1,129 @@
+"""The grid never loses a run: snapshots that would delete their source, CSVs that collect cannot merge, and cells that
+would share a folder are refused before anything is changed."""
+
+import csv
+import os
+import time
+
+import pytest
+from stable_baselines3 import PPO
+from test_grid import fake_run, write_grid
+
+from sb3_ppo_ext.validation import MAX_GRID_CELLS
+from sb3_ppo_ext.zoo import grid
+from sb3_ppo_ext.zoo.grid.run import check_snapshot_destination
+
+
+def files_under(folder) -> list[str]:
+    return sorted(os.path.relpath(os.path.join(path, name), folder) for path, _, names in os.walk(folder) for name in names)
+
+
+def unfinished_cell(root):
+    """A cell that stopped after its checkpoint at 1024 steps (no done.json), as snapshot finds one."""
+    run = fake_run(root, "CartPole-v1", "a", 0, [(1024, 10.0)], [[(5.0, 1024)]])
+    PPO("MlpPolicy", "CartPole-v1", n_steps=64, batch_size=64).save(run / "rl_model_1024_steps.zip")
+    return run
+
+
+@pytest.mark.parametrize("where", ["the root", "inside the root", "holding the root"])
+def test_a_snapshot_into_its_own_root_is_refused_before_anything_is_deleted(tmp_path, where, user_error):
+    root = tmp_path / "runs"
+    unfinished_cell(root)
+    before = files_under(root)
+    destination = {"the root": root, "inside the root": root / "stash", "holding the root": tmp_path}[where]
+    with pytest.raises(ValueError, match=r"must be a folder outside the grid's root"):
+        check_snapshot_destination(str(root), str(destination))
+    message = user_error(["grid", "snapshot", "--root", str(root), "--to", str(destination)])
+    assert "must be a folder outside the grid's root" in message and "\n" not in message.strip()
+    assert files_under(root) == before
+
+
+def test_a_link_inside_the_snapshot_folder_is_not_followed_by_the_delete(tmp_path):
+    root, stash, elsewhere = tmp_path / "runs", tmp_path / "stash", tmp_path / "elsewhere"
+    unfinished_cell(root)
+    (elsewhere / "seed_0").mkdir(parents=True)
+    (elsewhere / "seed_0" / "precious.txt").write_text("keep me")
+    (stash / "CartPole-v1").mkdir(parents=True)
+    os.symlink(elsewhere, stash / "CartPole-v1" / "a")
+    with pytest.raises(ValueError, match="leads outside"):
+        grid.snapshot_cells(str(root), str(stash))
+    assert (elsewhere / "seed_0" / "precious.txt").read_text() == "keep me"
+    os.unlink(stash / "CartPole-v1" / "a")
+    (line,) = grid.snapshot_cells(str(root), str(stash))  # the same snapshot without the link
+    assert line.endswith("at 1024 steps")
+
+
+@pytest.mark.parametrize("added", ["notes", "pandas index"])
+def test_collect_keeps_the_columns_a_user_added_to_its_csv(tmp_path, added):
+    root = tmp_path / "runs"
+    fake_run(root, "T", "a", 0, [(1000, 10.0)], [[(5.0, 1000)]])
+    fake_run(tmp_path / "other", "T", "a", 1, [(1000, 20.0)], [[(5.0, 1000)]])
+    path = tmp_path / "a.csv"
+    assert grid.main(["collect", "--root", str(tmp_path / "other"), "--csv", str(path)]) == 0
+    with open(path, newline="") as stream:
+        rows = list(csv.DictReader(stream))
+    column = "notes" if added == "notes" else ""
+    with open(path, "w", newline="") as stream:  # as a spreadsheet or DataFrame.to_csv saves it back
+        writer = csv.DictWriter(stream, fieldnames=[column, *rows[0]] if column == "" else [*rows[0], column])
+        writer.writeheader()
+        writer.writerows({**row, column: "seed 1 ran on the old machine" if column else "0"} for row in rows)
+    assert grid.main(["collect", "--root", str(root), "--csv", str(path)]) == 0
+    with open(path, newline="") as stream:
+        merged = list(csv.DictReader(stream))
+    assert [(row["seed"], row[column]) for row in merged] == [
+        ("1", "seed 1 ran on the old machine" if column else "0"),  # the user's cell, kept
+        ("0", ""),  # the new run has none
+    ]
+
+
+def test_collect_leaves_a_csv_it_cannot_read_as_it_was(tmp_path, user_error):
+    fake_run(tmp_path / "runs", "T", "a", 0, [(1000, 10.0)], [[(5.0, 1000)]])
+    path = tmp_path / "a.csv"
+    for text, rule in (
+        ("task,variant\nT,a\n", "has no column seed"),
+        ("task,variant,seed,timesteps,episodes,eval_mean,eval_std,wall_s,finished\nT,a,x,1,1,1,1,,True\n", "line 2"),
+        ("task,variant,seed,timesteps,episodes,eval_mean,eval_std,wall_s,finished\nT,a,0,1,1,1,1,,True,extra\n", "more"),
+    ):
+        path.write_text(text)
+        message = user_error(["grid", "collect", "--root", str(tmp_path / "runs"), "--csv", str(path)])
+        assert str(path) in message and rule in message, message
+        assert path.read_text() == text
+
+
+def test_a_failing_write_leaves_the_old_csv_whole(tmp_path):
+    path = tmp_path / "a.csv"
+    fake_run(tmp_path / "runs", "T", "a", 0, [(1000, 10.0)], [[(5.0, 1000)]])
+    grid.write_csv(grid.collect(str(tmp_path / "runs")), str(path))
+    before = path.read_text()
+
+    class Unwritable:
+        def __str__(self) -> str:
+            raise RuntimeError("this value cannot be written")
+
+    with pytest.raises(RuntimeError, match="cannot be written"):  # half-way through the file
+        grid.write_csv([*grid.read_csv(str(path)), {"task": Unwritable()}], str(path))
+    assert path.read_text() == before and sorted(os.listdir(tmp_path)) == ["a.csv", "runs"]
+
+
+@pytest.mark.parametrize(
+    ("tasks", "rule"),
+    [
+        ("CartPole-v1: {seeds: [0, 0]}", r"seeds names 0 twice"),
+        ("CartPole-v1: {seeds: [0], variants: [a, a]}", r"variants names 'a' twice"),
+        ("a/b-v1: {seeds: [0]}\n  a-b-v1: {seeds: [0]}", r"tasks 'a/b-v1' and 'a-b-v1' would train in one folder"),
+    ],
+)
+def test_two_cells_in_one_folder_are_refused_by_name(tmp_path, tasks, rule):
+    path = write_grid(tmp_path, f"variants: {{a: {{}}}}\ntasks:\n  {tasks}\n")
+    with pytest.raises(ValueError, match=rule):
+        grid.load_grid(path)
+
+
+def test_a_grid_of_too_many_cells_is_refused_at_once(tmp_path):
+    variants = ", ".join(f"v{index}: {{}}" for index in range(1000))
+    seeds = list(range(1000))
+    path = write_grid(tmp_path, f"variants: {{{variants}}}\ntasks:\n  CartPole-v1: {{seeds: {seeds}}}\n")
+    start = time.monotonic()
+    with pytest.raises(ValueError, match=f"more than {MAX_GRID_CELLS} cells"):
+        grid.load_grid(path)
+    assert time.monotonic() - start < 2.0
