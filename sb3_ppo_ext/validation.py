@@ -130,6 +130,9 @@ def check_observation_indices(name: str, value: Any, *, size: int | None = None)
 #: Most transitions in one on-policy rollout, ``n_steps * n_envs``, and the largest ``batch_size`` (4,194,304: 32
 #: times a 64-env x 2048-step rollout).
 MAX_ROLLOUT_TRANSITIONS = 1 << 22
+#: Most bytes of one array of a run's evaluation history (``evaluations.npz``: the returns, lengths and successes of
+#: every periodic evaluation): 1000 evaluations of 1000 episodes take 8 MB.
+MAX_EVALUATION_HISTORY_BYTES = 64 << 20
 #: Most cells in one grid file (tasks x variants x seeds): a research grid has tens to hundreds; 10**9 cells built
 #: their commands for minutes before the first one ran.
 MAX_GRID_CELLS = 10_000

@@ -127,3 +127,111 @@ def test_a_grid_of_too_many_cells_is_refused_at_once(tmp_path):
     with pytest.raises(ValueError, match=f"more than {MAX_GRID_CELLS} cells"):
         grid.load_grid(path)
     assert time.monotonic() - start < 2.0
+
+
+# --- collect on damaged or crafted cell files: one line naming the file, within bounded memory and time -----------
+
+
+def evaluations_path(root):
+    return fake_run(root, "T", "a", 0, [(1000, 10.0), (2000, 20.0)], [[(5.0, 1000)]]) / "evaluations.npz"
+
+
+def write_npz_entry(path, name, header_shape, zero_bytes=0):
+    """An .npz whose entry ``name`` declares ``header_shape`` float64 and holds ``zero_bytes`` zeros (deflated, written
+    in chunks so that the test itself stays small)."""
+    import io
+    import zipfile
+
+    import numpy as np
+
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False, "shape": header_shape})
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("timesteps.npy", _npy_bytes(np.array([1000])))
+        with archive.open(f"{name}.npy", "w", force_zip64=True) as entry:
+            entry.write(header.getvalue())
+            chunk = bytes(1 << 20)
+            for _ in range(zero_bytes >> 20):
+                entry.write(chunk)
+
+
+def _npy_bytes(array) -> bytes:
+    import io
+
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+def collect_error(tmp_path, user_error) -> str:
+    start = time.monotonic()
+    message = user_error(["grid", "collect", "--root", str(tmp_path / "runs"), "--csv", str(tmp_path / "out.csv")])
+    assert time.monotonic() - start < 2.0
+    assert not (tmp_path / "out.csv").exists()
+    return message
+
+
+def test_collect_names_a_truncated_or_foreign_evaluation_history(tmp_path, user_error):
+    path = evaluations_path(tmp_path / "runs")
+    whole = path.read_bytes()
+    path.write_bytes(whole[: len(whole) // 2])
+    assert "evaluations.npz: not a readable .npz file" in collect_error(tmp_path, user_error)
+    import numpy as np
+
+    np.savez(path, timesteps=np.array([1000]), ep_lengths=np.ones((1, 2)))
+    assert "it has no results" in collect_error(tmp_path, user_error)
+    np.savez(path, timesteps=np.array([1e400]), results=np.ones((1, 2)), ep_lengths=np.ones((1, 2)))
+    assert "timesteps must hold finite numbers" in collect_error(tmp_path, user_error)
+
+
+def test_collect_refuses_bombs_before_inflating_them(tmp_path, user_error):
+    path = evaluations_path(tmp_path / "runs")
+    write_npz_entry(path, "results", (10**12,))  # 10**12 floats declared in a few bytes
+    assert "declares (1000000000000,) float64" in collect_error(tmp_path, user_error)
+    write_npz_entry(path, "results", (100 << 17,), zero_bytes=100 << 20)  # 100 MB of zeros deflate ~1000-fold
+    assert "inflates to" in collect_error(tmp_path, user_error)
+
+
+@pytest.mark.parametrize(
+    ("content", "rule"),
+    [
+        ("#[1, 2]\nr,l,t\n1.0,10,1.0\n", "line 1 is not a Monitor header"),
+        ('#{"env_id": "T"}\nr,l,t\n1.0,10,1.0\n', "line 1 is not a Monitor header"),
+        ('#{"t_start": 100.0}\nr,l\n1.0,10\n1.0,10\n', "episode 1: not a Monitor row"),
+        ('#{"t_start": NaN}\nr,l,t\n1.0,10,1.0\n', "t_start must be a finite number"),
+    ],
+)
+def test_collect_names_a_monitor_file_that_is_not_the_monitors(tmp_path, user_error, content, rule):
+    run = evaluations_path(tmp_path / "runs").parent
+    (run / "0.monitor.csv").write_text(content)
+    message = collect_error(tmp_path, user_error)
+    assert "0.monitor.csv" in message and rule in message, message
+
+
+def test_a_half_written_last_monitor_row_is_left_out(tmp_path):
+    run = evaluations_path(tmp_path / "runs").parent
+    (run / "0.monitor.csv").write_text('#{"t_start": 100.0}\nr,l,t\n1.0,1000,5.0\n1.0,10')
+    assert [row["timesteps"] for row in grid.collect(str(tmp_path / "runs"))] == [1000, 2000]
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "rule"),
+    [
+        ("done.json", "[1, 2]", "must hold a JSON object, got list"),
+        ("done.json", "{}", "task must be str"),
+        ("final_eval.json", '{"timesteps": 2000, "episodes": 0, "mean_return": 1, "std_return": 0}', "episodes must"),
+        ("final_eval.json", '{"timesteps": 2000, "episodes": 5}', "mean_return must be"),
+        ("final_eval.json", '{"timesteps": 1e400, "episodes": 5, "mean_return": 1, "std_return": 0}', "timesteps must"),
+    ],
+)
+def test_collect_names_a_cell_file_it_cannot_use(tmp_path, user_error, name, content, rule):
+    seed_folder = evaluations_path(tmp_path / "runs").parents[2]
+    (seed_folder / "done.json").write_text('{"task": "T"}')
+    if name == "final_eval.json":
+        (seed_folder / name).write_text(content)
+    else:
+        (seed_folder / "done.json").write_text(content)
+    message = collect_error(tmp_path, user_error)
+    assert name in message and rule in message, message

@@ -3,8 +3,11 @@ declares before anything is read (``zipfile`` never inflates an entry beyond its
 
 from __future__ import annotations
 
+import math
 import zipfile
 from collections.abc import Collection, Mapping
+
+import numpy as np
 
 #: Highest compression ratio of a zip entry over :data:`MIN_RATIO_CHECKED_BYTES`: SB3 and numpy store entries
 #: uncompressed (ratio 1), deflate packs weights to about 1.1 and JSON to about 10, while an entry of zeros deflates
@@ -44,3 +47,38 @@ def check_zip_sizes(
                     member.seek(0)
                     with zipfile.ZipFile(member) as inner:
                         check_zip_sizes(inner, f"{where}:{info.filename}", nested=())
+
+
+def load_bounded_npz(path: str, max_entry_bytes: int) -> dict[str, np.ndarray]:
+    """The arrays of the ``.npz`` file ``path`` (``numpy.savez``'s zip of ``.npy`` entries), each checked before it is
+    read: at most ``max_entry_bytes`` inflated (:func:`check_zip_sizes`), an array header whose shape and type fit the
+    bytes the entry holds (a header may declare 10**12 elements in a few bytes, which ``numpy.load`` would allocate),
+    and no pickled objects.
+
+    :raises ValueError: naming the file and the entry, for a damaged, oversized or inconsistent file.
+    """
+    try:
+        with zipfile.ZipFile(path) as archive:
+            check_zip_sizes(archive, path, limits={info.filename: max_entry_bytes for info in archive.infolist()})
+            arrays = {}
+            for info in archive.infolist():
+                name = info.filename.removesuffix(".npy")
+                with archive.open(info) as member:
+                    major, _ = np.lib.format.read_magic(member)
+                    read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+                    shape, _, dtype = read_header(member)
+                    if dtype.hasobject:
+                        raise ValueError(f"{path}: its entry {name!r} holds Python objects (pickles); refused")
+                    declared = math.prod(shape) * dtype.itemsize
+                    if declared > info.file_size:
+                        raise ValueError(
+                            f"{path}: its entry {name!r} declares {shape} {dtype} ({declared} bytes) in {info.file_size}"
+                        )
+                with archive.open(info) as member:
+                    try:
+                        arrays[name] = np.lib.format.read_array(member, allow_pickle=False)
+                    except ValueError as error:  # e.g. fewer bytes than the header declares
+                        raise ValueError(f"{path}: its entry {name!r}: {error}") from None
+            return arrays
+    except (zipfile.BadZipFile, EOFError, OSError) as error:
+        raise ValueError(f"{path}: not a readable .npz file ({error})") from None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import glob
 import json
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,6 +15,9 @@ from typing import Any
 import numpy as np
 
 from sb3_ppo_ext.files import atomic_path
+from sb3_ppo_ext.safe_loading.zips import load_bounded_npz
+from sb3_ppo_ext.validation import MAX_EVALUATION_HISTORY_BYTES
+from sb3_ppo_ext.zoo.config.blocks import MAX_N_TIMESTEPS
 from sb3_ppo_ext.zoo.config.run_files import load_run_yaml
 from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, FINAL_EVAL_FILE, cell_folders, cell_run_folders
 from sb3_ppo_ext.zoo.progress_csv import PROGRESS_FILE
@@ -51,17 +55,77 @@ def training_clock(run_folder: str) -> tuple[np.ndarray, np.ndarray]:
     starts: list[float] = []
     ends: list[float] = []
     lengths: list[int] = []
-    for path in glob.glob(os.path.join(run_folder, "*.monitor.csv")):
-        with open(path, encoding="utf-8") as stream:
-            header = json.loads(stream.readline().lstrip("#"))
-            rows = list(csv.DictReader(stream))
-        starts.append(float(header["t_start"]))
-        ends.extend(float(header["t_start"]) + float(row["t"]) for row in rows)
-        lengths.extend(int(row["l"]) for row in rows)
+    for path in glob.glob(os.path.join(glob.escape(run_folder), "*.monitor.csv")):
+        start, episodes = read_monitor(path)
+        starts.append(start)
+        ends.extend(start + end for end, _ in episodes)
+        lengths.extend(length for _, length in episodes)
     if not starts:
         return np.zeros(0), np.zeros(0)
     order = np.argsort(ends)
     return np.cumsum(np.asarray(lengths)[order]), np.asarray(ends)[order] - min(starts)
+
+
+def read_monitor(path: str) -> tuple[float, list[tuple[float, int]]]:
+    """A ``*.monitor.csv`` file of SB3's ``Monitor``: its start time (``t_start`` of its JSON header) and each
+    episode's end time since then (``t``) and length (``l``). A last row cut short (the file is being written) is left
+    out.
+
+    :raises ValueError: naming the file and line, for a header or row that is not the Monitor's.
+    """
+    with open(path, encoding="utf-8", errors="replace") as stream:
+        try:
+            header = json.loads(stream.readline(MAX_MONITOR_HEADER_CHARACTERS).lstrip("#"))
+            start = float(header["t_start"])
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            raise ValueError(f"{path}: line 1 is not a Monitor header (a JSON object with a t_start)") from None
+        if not math.isfinite(start):
+            raise ValueError(f"{path}: its t_start must be a finite number of seconds, got {start}")
+        reader = csv.DictReader(stream)
+        rows = list(reader)
+    episodes = []
+    for index, row in enumerate(rows):
+        try:
+            end, length = float(row["t"]), int(row["l"])
+            if not math.isfinite(end) or length < 0:
+                raise ValueError
+        except (KeyError, TypeError, ValueError):
+            if index == len(rows) - 1:  # the row being written
+                break
+            raise ValueError(f"{path}, episode {index + 1}: not a Monitor row of t and l ({row})") from None
+        episodes.append((end, length))
+    return start, episodes
+
+
+#: Most characters of a Monitor file's header line (its JSON: t_start, env_id and the info keywords' names).
+MAX_MONITOR_HEADER_CHARACTERS = 1 << 16
+
+
+def read_evaluations(run_folder: str) -> dict[str, np.ndarray]:
+    """A run's evaluation history (SB3's ``EvalCallback``'s ``evaluations.npz``), read within
+    :data:`~sb3_ppo_ext.validation.MAX_EVALUATION_HISTORY_BYTES` per array (:func:`load_bounded_npz`) and checked to
+    be one: ``timesteps`` (one per evaluation, finite and non-negative), ``results`` and ``ep_lengths`` (one row per
+    evaluation, the same shape), ``successes`` where the task reports them.
+
+    :raises ValueError: naming the file and what is wrong with it.
+    """
+    path = os.path.join(run_folder, "evaluations.npz")
+    arrays = load_bounded_npz(path, MAX_EVALUATION_HISTORY_BYTES)
+    missing = [key for key in ("timesteps", "results", "ep_lengths") if key not in arrays]
+    if missing:
+        raise ValueError(f"{path}: it has no {', '.join(missing)}; not the evaluation history of SB3's EvalCallback")
+    timesteps, results, lengths = arrays["timesteps"], arrays["results"], arrays["ep_lengths"]
+    if timesteps.ndim != 1 or results.ndim != 2 or len(results) != len(timesteps) or lengths.shape != results.shape:
+        raise ValueError(
+            f"{path}: timesteps {timesteps.shape}, results {results.shape} and ep_lengths {lengths.shape} are not one "
+            "row per evaluation"
+        )
+    for key, values in arrays.items():
+        if values.dtype.kind not in "biuf" or not np.all(np.isfinite(values)):
+            raise ValueError(f"{path}: {key} must hold finite numbers (got {values.dtype})")
+    if np.any(timesteps < 0) or np.any(timesteps > MAX_N_TIMESTEPS):
+        raise ValueError(f"{path}: timesteps must lie in [0, {MAX_N_TIMESTEPS}]")
+    return arrays
 
 
 def cell_run_folder(cell_folder: str) -> str | None:
@@ -160,12 +224,45 @@ def collect(root: str) -> list[dict[str, Any]]:
         run_folder = cell_run_folder(seed_folder)
         if run_folder is None:
             continue
-        cell = _CellOfRows.read(seed_folder, run_folder)
-        rows.extend(_periodic_rows(cell, seed_folder, run_folder))
-        final_path = os.path.join(seed_folder, FINAL_EVAL_FILE)
-        if cell.finished and os.path.isfile(final_path):
-            rows.append(_final_row(cell, final_path))
+        try:
+            cell = _CellOfRows.read(seed_folder, run_folder)
+            rows.extend(_periodic_rows(cell, seed_folder, run_folder))
+            final_path = os.path.join(seed_folder, FINAL_EVAL_FILE)
+            if cell.finished and os.path.isfile(final_path):
+                rows.append(_final_row(cell, final_path))
+        except (KeyError, TypeError, ValueError, OverflowError, OSError) as error:  # one line, naming the cell
+            raise ValueError(f"cell {seed_folder}: {type(error).__name__}: {error}") from None
     return rows
+
+
+def read_json_object(path: str, required: dict[str, tuple[type, ...]]) -> dict[str, Any]:
+    """The JSON object in ``path`` (a cell's ``done.json`` or ``final_eval.json``), with each key of ``required`` of
+    one of its types (a finite number where the types are numbers).
+
+    :raises ValueError: naming the file and the key.
+    """
+    with open(path, encoding="utf-8") as stream:
+        text = stream.read(MAX_CELL_JSON_CHARACTERS + 1)
+    if len(text) > MAX_CELL_JSON_CHARACTERS:
+        raise ValueError(f"{path}: more than {MAX_CELL_JSON_CHARACTERS} characters; not a file the grid wrote")
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not JSON ({error})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{path}: must hold a JSON object, got {type(value).__name__}")
+    for key, types in required.items():
+        item = value.get(key)
+        if isinstance(item, bool) or not isinstance(item, types):
+            names = " or ".join(kind.__name__ for kind in types)
+            raise ValueError(f"{path}: {key} must be {names}, got {item!r}")
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ValueError(f"{path}: {key} must be finite, got {item!r}")
+    return value
+
+
+#: Most characters of a cell's ``done.json`` or ``final_eval.json`` (a few kilobytes when the grid writes them).
+MAX_CELL_JSON_CHARACTERS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -186,8 +283,7 @@ class _CellOfRows:
         task = _task_of_run(run_folder) or os.path.basename(task_folder)
         finished = os.path.isfile(done_path)
         if finished:
-            with open(done_path, encoding="utf-8") as stream:
-                task = json.load(stream)["task"]
+            task = read_json_object(done_path, {"task": (str,)})["task"]
         return cls(task, variant, int(seed_folder.rsplit("_", 1)[1]), finished)
 
     def row(self, kind: str, values: dict[str, Any], train_values: dict[str, float]) -> dict[str, Any]:
@@ -206,11 +302,9 @@ class _CellOfRows:
 def _periodic_rows(cell: _CellOfRows, seed_folder: str, run_folder: str) -> list[dict[str, Any]]:
     """The rows of the run's periodic evaluations (``evaluations.npz``), with the wall-clock time each was reached
     (:func:`training_clock`) and the training values logged last before it (:func:`logged_train_values`)."""
-    evaluations = np.load(os.path.join(run_folder, "evaluations.npz"))
+    evaluations = read_evaluations(run_folder)
     clock_steps, clock_seconds = training_clock(run_folder)
-    successes = successes_by_evaluation(
-        len(evaluations["timesteps"]), evaluations["successes"] if "successes" in evaluations.files else []
-    )
+    successes = successes_by_evaluation(len(evaluations["timesteps"]), list(evaluations.get("successes", [])))
     log_steps, log_values = logged_train_values(seed_folder, run_folder)
     rows = []
     for index, (timesteps, results) in enumerate(zip(evaluations["timesteps"], evaluations["results"], strict=True)):
@@ -236,8 +330,14 @@ def _periodic_rows(cell: _CellOfRows, seed_folder: str, run_folder: str) -> list
 
 def _final_row(cell: _CellOfRows, final_path: str) -> dict[str, Any]:
     """The row of a finished cell's final evaluation (``final_eval.json``); it has no training values."""
-    with open(final_path, encoding="utf-8") as stream:
-        final = json.load(stream)
+    number = (int, float)
+    final = read_json_object(
+        final_path, {"timesteps": (int,), "episodes": (int,), "mean_return": number, "std_return": number}
+    )
+    if final["episodes"] < 1 or not 0 <= final["timesteps"] <= MAX_N_TIMESTEPS:
+        raise ValueError(f"{final_path}: episodes must be >= 1 and timesteps in [0, {MAX_N_TIMESTEPS}]")
+    if "successes" in final:
+        read_json_object(final_path, {"successes": (int,)})
     values = {
         "timesteps": final["timesteps"],
         "episodes": final["episodes"],
