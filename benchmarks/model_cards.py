@@ -192,6 +192,26 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.0f} min ({seconds:,.0f} s)"
 
 
+def rate_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The two-sided Clopper-Pearson interval of a success rate measured as ``successes`` of ``trials``: exact for a
+    binomial count, and never narrower than the measurement allows (0 or 1 included when nothing or everything
+    succeeded)."""
+    from scipy import stats  # the bench extra's (rliable's) dependency
+
+    if not 0 <= successes <= trials or trials < 1:
+        raise ValueError(f"need 0 <= successes <= trials and trials >= 1, got {successes} of {trials}")
+    tail = (1 - confidence) / 2
+    low = float(stats.beta.ppf(tail, successes, trials - successes + 1)) if successes > 0 else 0.0
+    high = float(stats.beta.ppf(1 - tail, successes + 1, trials - successes)) if successes < trials else 1.0
+    return low, high
+
+
+def _rate(successes: int, trials: int) -> str:
+    """``successes`` of ``trials`` as a percentage with its 95% interval."""
+    low, high = rate_interval(successes, trials)
+    return f"{100 * successes / trials:.1f}%, 95% interval {100 * low:.1f}-{100 * high:.1f}%"
+
+
 def shipped_evaluation(shipped: dict[str, Any]) -> str:
     """One line on the evaluation of the shipped files that ``agent.json`` records."""
     line = (
@@ -206,13 +226,13 @@ def shipped_evaluation(shipped: dict[str, Any]) -> str:
         # A flag run's success is a flag reached, and its distance along x measures nothing.
         return line + (
             f"; **a flag reached in {shipped['with_a_flag']} of {shipped['episodes']}** "
-            f"({shipped['mean_flags']:.1f} flags per episode)"
+            f"({_rate(shipped['with_a_flag'], shipped['episodes'])}; {shipped['mean_flags']:.1f} flags per episode)"
         )
     if "successes" in shipped:
         failures = ", ".join(f"{reason.replace('_', ' ')} {count}" for reason, count in shipped.get("failures", {}).items())
-        line += f"; **{shipped['successes']} of {shipped['episodes']} landed**" + (
-            f" (failures: {failures})" if failures else ""
-        )
+        landed = f"{shipped['successes']} of {shipped['episodes']} landed"
+        line += f"; **{landed}** ({_rate(shipped['successes'], shipped['episodes'])})"
+        line += f" (failures: {failures})" if failures else ""
     if "mean_speed_m_s" in shipped:
         line += f"; mean speed {shipped['mean_speed_m_s']:.2f} m/s"
     return line

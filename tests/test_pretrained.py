@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch as th
 from gymnasium import spaces
+from model_cards import rate_interval
 from scipy import stats
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecNormalize
@@ -351,16 +352,9 @@ class ShippedCheck:
     min_mean_speed: float | None = None
 
 
-def rate_lower_bound(successes: int, trials: int, confidence: float = 0.95) -> float:
-    """The lower end of the two-sided Clopper-Pearson interval of a success rate measured as successes / trials."""
-    if successes == 0:
-        return 0.0
-    return float(stats.beta.ppf((1 - confidence) / 2, successes, trials - successes + 1))
-
-
 def false_failure_probability(check: ShippedCheck) -> float:
     """The probability that an agent at the lower end of its measured rate's 95% interval fails ``check``."""
-    return float(stats.binom.cdf(check.required - 1, check.episodes, rate_lower_bound(*check.measured)))
+    return float(stats.binom.cdf(check.required - 1, check.episodes, rate_interval(*check.measured)[0]))
 
 
 def false_pass_probability(check: ShippedCheck) -> float:
@@ -421,13 +415,15 @@ def test_every_shipped_agent_has_a_check_and_every_check_an_agent():
 
 
 def test_the_binomial_tails_are_the_textbook_ones():
-    # 9 of 10 measured: Clopper-Pearson's 95% interval is (0.5550, 0.9975); 10 of 10: (0.6915, 1).
-    assert rate_lower_bound(9, 10) == pytest.approx(0.5550, abs=1e-4)
-    assert rate_lower_bound(10, 10) == pytest.approx(0.6915, abs=1e-4)
-    assert rate_lower_bound(0, 10) == 0.0
+    # Clopper-Pearson's 95% intervals: 9 of 10 (0.5550, 0.9975); 10 of 10 (0.6915, 1); 0 of 10 (0, 0.3085)
+    assert rate_interval(9, 10) == pytest.approx((0.5550, 0.9975), abs=1e-4)
+    assert rate_interval(10, 10) == pytest.approx((0.6915, 1.0), abs=1e-4)
+    assert rate_interval(0, 10) == pytest.approx((0.0, 0.3085), abs=1e-4)
+    with pytest.raises(ValueError, match="successes <= trials"):
+        rate_interval(11, 10)
     check = ShippedCheck(3, 2, (10, 10), 0.5, _landed, 1)
     # fails with 0 or 1 of 3: (1 - p)^3 + 3 p (1 - p)^2; passes at p = 0.5 with 2 or 3 of 3: 1/2
-    p = rate_lower_bound(10, 10)
+    p = rate_interval(10, 10)[0]
     assert false_failure_probability(check) == pytest.approx((1 - p) ** 3 + 3 * p * (1 - p) ** 2)
     assert false_pass_probability(check) == pytest.approx(0.5)
 
