@@ -235,3 +235,28 @@ def test_collect_names_a_cell_file_it_cannot_use(tmp_path, user_error, name, con
         (seed_folder / "done.json").write_text(content)
     message = collect_error(tmp_path, user_error)
     assert name in message and rule in message, message
+
+
+@pytest.mark.parametrize(
+    ("option", "rule"),
+    [
+        (["--reps", "0"], "--reps: must be a whole number from 1 to 100000"),
+        (["--reps", "20000000"], "--reps: must be a whole number from 1 to 100000"),
+        (["--at", "inf"], "--at: must be a whole number of steps"),
+        (["--curve-steps", "1e400"], "--curve-steps: must be a whole number of steps"),
+        (["--threshold", "=5"], "--threshold: takes TASK=SCORE"),
+        (["--threshold", "T=nan"], "--threshold: takes TASK=SCORE"),
+    ],
+)
+def test_report_refuses_bad_options_in_one_line(tmp_path, user_error, option, rule):
+    fake_run(tmp_path / "runs", "T", "a", 0, [(1000, 10.0)], [[(5.0, 1000)]])
+    path = str(tmp_path / "a.csv")
+    assert grid.main(["collect", "--root", str(tmp_path / "runs"), "--csv", path]) == 0
+    assert rule in user_error(["grid", "report", path, *option])
+
+
+def test_report_names_a_csv_with_infinite_scores(tmp_path, user_error):
+    path = tmp_path / "a.csv"
+    path.write_text("task,variant,seed,timesteps,episodes,eval_mean,eval_std,wall_s,finished\nT,a,0,1000,10,inf,1.0,,True\n")
+    message = user_error(["grid", "report", str(path)])
+    assert f"{path}, line 2: eval_mean must be a finite number" in message

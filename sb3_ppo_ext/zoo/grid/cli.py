@@ -69,11 +69,13 @@ optimiser start anew), then resumes from its own checkpoints like any cell.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shlex
 from collections.abc import Sequence
 from typing import Any
 
+from sb3_ppo_ext.zoo.config.blocks import MAX_N_TIMESTEPS
 from sb3_ppo_ext.zoo.grid.cells import load_grid
 from sb3_ppo_ext.zoo.grid.collect import collect, merge_rows, read_csv, run_key, write_csv
 from sb3_ppo_ext.zoo.grid.evaluate import evaluate_cells, shared_failures
@@ -81,15 +83,42 @@ from sb3_ppo_ext.zoo.grid.report import CURVE_VALUES, curve_table, plot, report
 from sb3_ppo_ext.zoo.grid.run import run_grid, snapshot_cells
 
 
-def _thresholds(pairs: Sequence[str]) -> dict[str, float]:
-    """``report --threshold``'s ``TASK=SCORE`` pairs as ``{task: score}``."""
-    thresholds = {}
-    for pair in pairs:
-        task, sep, value = pair.rpartition("=")
-        if not sep or not task:
-            raise argparse.ArgumentTypeError(f"--threshold takes TASK=SCORE, got {pair!r}")
-        thresholds[task] = float(value)
-    return thresholds
+def _threshold(pair: str) -> tuple[str, float]:
+    """One of ``report --threshold``'s ``TASK=SCORE`` pairs, the score a finite number (an argparse type)."""
+    task, sep, value = pair.rpartition("=")
+    try:
+        score = float(value)
+    except ValueError:
+        score = math.nan
+    if not sep or not task or not math.isfinite(score):
+        raise argparse.ArgumentTypeError(f"takes TASK=SCORE with a finite SCORE, got {pair!r}")
+    return task, score
+
+
+def _step_count(text: str) -> int:
+    """A step budget given on the command line (``1e6`` counts): a whole number from 0 to ``MAX_N_TIMESTEPS``."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= MAX_N_TIMESTEPS or value != int(value):
+        raise argparse.ArgumentTypeError(f"must be a whole number of steps from 0 to {MAX_N_TIMESTEPS}, got {text!r}")
+    return int(value)
+
+
+#: Most bootstrap resamples ``report`` draws per interval: rliable's default is 2000, and 100,000 take about a minute.
+MAX_BOOTSTRAP_REPS = 100_000
+
+
+def _reps(text: str) -> int:
+    """``report --reps``: a whole number from 1 to :data:`MAX_BOOTSTRAP_REPS`."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_BOOTSTRAP_REPS:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {MAX_BOOTSTRAP_REPS}, got {text!r}")
+    return value
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
@@ -132,19 +161,20 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     final.add_argument("--tasks", nargs="+", default=None, help="only these tasks")
     summary = commands.add_parser("report", help="mean, IQM and 95%% CIs per task and variant; learning curves")
     summary.add_argument("csv", nargs="+", help="one or more CSVs of `collect` (e.g. two grids' variants side by side)")
-    summary.add_argument("--at", type=float, default=None, help="score at this step budget (default: last eval)")
+    summary.add_argument("--at", type=_step_count, default=None, help="score at this step budget (default: last eval)")
     summary.add_argument(
         "--threshold",
+        type=_threshold,
         nargs="+",
         default=[],
         metavar="TASK=SCORE",
         help="also report the wall-clock time until the evaluation first reaches SCORE",
     )
-    summary.add_argument("--reps", type=int, default=10_000, help="bootstrap resamples")
+    summary.add_argument("--reps", type=_reps, default=10_000, help="bootstrap resamples")
     summary.add_argument("--plot", default=None, help="write the learning curves to this image")
     summary.add_argument("--include-unfinished", action="store_true", help="also report runs still going")
     summary.add_argument(
-        "--curve-steps", type=float, nargs="+", default=None, help="also print each run's evaluation at these steps"
+        "--curve-steps", type=_step_count, nargs="+", default=None, help="also print each run's evaluation at these steps"
     )
     summary.add_argument(
         "--curve-value",
@@ -205,10 +235,9 @@ def _report(args: argparse.Namespace) -> int:
                 )
             if row["finished"] or args.include_unfinished:
                 rows.append(row)
-    at = None if args.at is None else int(args.at)
-    print(report(rows, at=at, threshold=_thresholds(args.threshold), reps=args.reps))
+    print(report(rows, at=args.at, threshold=dict(args.threshold), reps=args.reps))
     if args.curve_steps:
-        print(curve_table(rows, [int(step) for step in args.curve_steps], args.curve_value))
+        print(curve_table(rows, args.curve_steps, args.curve_value))
     if args.plot:
         plot(rows, args.plot, reps=min(args.reps, 2000))
         print(f"learning curves -> {args.plot}")

@@ -420,7 +420,10 @@ _READ_COLUMNS = ("task", "variant", "seed", "timesteps", "episodes", "eval_mean"
 
 
 def _typed_row(row: dict[str, str]) -> dict[str, Any]:
-    """One row of :func:`read_csv` with its values typed."""
+    """One row of :func:`read_csv` with its values typed; the evaluation's mean and spread must be finite."""
+    for key in ("eval_mean", "eval_std"):
+        if not math.isfinite(float(row[key])):
+            raise ValueError(f"{key} must be a finite number, got {row[key]!r}")
     return {
         **row,
         "seed": int(row["seed"]),
