@@ -121,7 +121,7 @@ def load_pretrained(
 
 def read_weight_headers(path: str) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     """The shape and dtype of every array of an agent's ``policy.npz``, read from the ``.npy`` headers
-    (:func:`~sb3_ppo_ext.safe_loading.vecnormalize.npz_headers`) once the zip's entries are found within their
+    (:func:`~sb3_ppo_ext.safe_loading.zips.npz_headers`) once the zip's entries are found within their
     declared sizes (:func:`~sb3_ppo_ext.safe_loading.zips.check_zip_sizes`): nothing is inflated beyond a header.
 
     :raises ValueError: naming the file, for a zip bomb or a damaged, truncated or non-zip file.

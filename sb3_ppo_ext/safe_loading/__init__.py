@@ -56,13 +56,18 @@ from sb3_ppo_ext.safe_loading.vecnormalize import (
     check_statistics_arrays,
     check_statistics_settings,
     load_vecnormalize_without_pickles,
-    npz_headers,
     read_vecnormalize_statistics,
     save_vecnormalize_statistics,
     statistics_path,
     statistics_saved,
 )
-from sb3_ppo_ext.safe_loading.zips import MAX_COMPRESSION_RATIO, MIN_RATIO_CHECKED_BYTES, check_zip_sizes
+from sb3_ppo_ext.safe_loading.zips import (
+    MAX_COMPRESSION_RATIO,
+    MIN_RATIO_CHECKED_BYTES,
+    check_zip_sizes,
+    load_bounded_npz,
+    npz_headers,
+)
 
 __all__ = [
     "ACTING_PLACEHOLDERS",
@@ -87,6 +92,7 @@ __all__ = [
     "class_reference",
     "dict_from_fields",
     "is_pickled",
+    "load_bounded_npz",
     "load_vecnormalize_without_pickles",
     "load_without_pickles",
     "matching_spaces",

@@ -24,7 +24,7 @@ from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
 from sb3_ppo_ext.files import atomic_write
 from sb3_ppo_ext.safe_loading.errors import refusal
-from sb3_ppo_ext.safe_loading.zips import check_zip_sizes
+from sb3_ppo_ext.safe_loading.zips import check_zip_sizes, npz_headers
 from sb3_ppo_ext.validation import check_vecnormalize_kwargs
 
 STATISTICS_FORMAT_VERSION = 1
@@ -151,27 +151,6 @@ def save_vecnormalize_statistics(vec_normalize: VecNormalize | VecNormalizeStati
 MAX_STATISTICS_VALUES = 1 << 22
 #: Longest settings text (JSON) of a statistics file (a few hundred characters; more with many observation keys).
 MAX_SETTINGS_CHARACTERS = 1 << 20
-
-
-def npz_headers(archive: zipfile.ZipFile, where: str) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
-    """The shape and dtype of every array of an ``.npz`` (by name, without ``.npy``), read from the ``.npy`` headers
-    only (:mod:`numpy.lib.format`), so that sizes are known before any array is read.
-
-    :raises ValueError: for an entry that is not a ``.npy`` array of format 1.0 or 2.0 (what ``numpy.savez`` writes).
-    """
-    readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
-    headers = {}
-    for info in archive.infolist():
-        with archive.open(info) as member:
-            try:
-                version = np.lib.format.read_magic(member)
-                if version not in readers:
-                    raise ValueError(f"format version {version} is not read")
-                shape, _, dtype = readers[version](member)
-            except ValueError as error:
-                raise ValueError(f"{where}: its entry {info.filename!r} is not a .npy array ({error})") from None
-        headers[info.filename.removesuffix(".npy")] = (tuple(shape), dtype)
-    return headers
 
 
 def _expected_observation_shape(observation_space: spaces.Space | None, key: str | None) -> tuple[int, ...] | None:

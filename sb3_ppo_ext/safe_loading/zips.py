@@ -49,6 +49,27 @@ def check_zip_sizes(
                         check_zip_sizes(inner, f"{where}:{info.filename}", nested=())
 
 
+def npz_headers(archive: zipfile.ZipFile, where: str) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """The shape and dtype of every array of an ``.npz`` (by name, without ``.npy``), read from the ``.npy`` headers
+    only (:mod:`numpy.lib.format`), so that sizes are known before any array is read.
+
+    :raises ValueError: for an entry that is not a ``.npy`` array of format 1.0 or 2.0 (what ``numpy.savez`` writes).
+    """
+    readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+    headers = {}
+    for info in archive.infolist():
+        with archive.open(info) as member:
+            try:
+                version = np.lib.format.read_magic(member)
+                if version not in readers:
+                    raise ValueError(f"format version {version} is not read")
+                shape, _, dtype = readers[version](member)
+            except ValueError as error:
+                raise ValueError(f"{where}: its entry {info.filename!r} is not a .npy array ({error})") from None
+        headers[info.filename.removesuffix(".npy")] = (tuple(shape), dtype)
+    return headers
+
+
 def load_bounded_npz(path: str, max_entry_bytes: int) -> dict[str, np.ndarray]:
     """The arrays of the ``.npz`` file ``path`` (``numpy.savez``'s zip of ``.npy`` entries), each checked before it is
     read: at most ``max_entry_bytes`` inflated (:func:`check_zip_sizes`), an array header whose shape and type fit the
@@ -60,20 +81,18 @@ def load_bounded_npz(path: str, max_entry_bytes: int) -> dict[str, np.ndarray]:
     try:
         with zipfile.ZipFile(path) as archive:
             check_zip_sizes(archive, path, limits={info.filename: max_entry_bytes for info in archive.infolist()})
+            headers = npz_headers(archive, path)
             arrays = {}
             for info in archive.infolist():
                 name = info.filename.removesuffix(".npy")
-                with archive.open(info) as member:
-                    major, _ = np.lib.format.read_magic(member)
-                    read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
-                    shape, _, dtype = read_header(member)
-                    if dtype.hasobject:
-                        raise ValueError(f"{path}: its entry {name!r} holds Python objects (pickles); refused")
-                    declared = math.prod(shape) * dtype.itemsize
-                    if declared > info.file_size:
-                        raise ValueError(
-                            f"{path}: its entry {name!r} declares {shape} {dtype} ({declared} bytes) in {info.file_size}"
-                        )
+                shape, dtype = headers[name]
+                if dtype.hasobject:
+                    raise ValueError(f"{path}: its entry {name!r} holds Python objects (pickles); refused")
+                declared = math.prod(shape) * dtype.itemsize
+                if declared > info.file_size:
+                    raise ValueError(
+                        f"{path}: its entry {name!r} declares {shape} {dtype} ({declared} bytes) in {info.file_size}"
+                    )
                 with archive.open(info) as member:
                     try:
                         arrays[name] = np.lib.format.read_array(member, allow_pickle=False)
