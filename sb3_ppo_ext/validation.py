@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+import itertools
 import math
 import numbers
 import sys
@@ -146,6 +147,10 @@ MAX_CLIP_RANGE = 1000.0
 MAX_CLIP_RANGE_VF = 1e9
 #: Widest hidden layer (``net_arch`` entries, ``lstm_hidden_size``): a square layer this wide has 67 M weights.
 MAX_LAYER_WIDTH = 8192
+#: Most weights between the hidden layers of one ``net_arch`` (the products of consecutive widths, a plain list counted
+#: twice: SB3 builds it for the actor and again for the critic): 2**26 weights take 256 MB as float32, so that a
+#: policy fits in well under 1 GB; a dict(pi=[8192, 8192], vf=[256]) is the largest of its kind.
+MAX_HIDDEN_WEIGHTS = 1 << 26
 #: Most hidden layers in one ``net_arch`` list.
 MAX_HIDDEN_LAYERS = 64
 #: Most frames stacked by ``frame_stack``, in a config block and in a shipped agent's ``agent.json`` alike (rl-zoo3's
@@ -288,6 +293,13 @@ def check_net_arch(net_arch: Any, *, name: str = "policy_kwargs net_arch", keys:
                     f"takes the actor's and the critic's layers as one dict, e.g. dict(pi=[64, 64], vf=[64, 64])"
                 )
             check_width(f"a layer of {list_name}", width)
+    copies = 1 if isinstance(net_arch, Mapping) else 2  # a plain list is built for the actor and for the critic
+    weights = copies * sum(sum(a * b for a, b in itertools.pairwise(layers)) for _, layers in lists)
+    if weights > MAX_HIDDEN_WEIGHTS:
+        raise HyperparameterError(
+            f"{name} has {weights} weights between its hidden layers, the limit is {MAX_HIDDEN_WEIGHTS} "
+            "(MAX_HIDDEN_WEIGHTS: 256 MB of float32)"
+        )
 
 
 #: Arguments of SB3's policies that the algorithm passes itself, with the setting that decides each.

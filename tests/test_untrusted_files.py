@@ -2,7 +2,7 @@
 
 A run's ``config.yml`` can name classes that rl-zoo3 imports and calls (``env_wrapper``, ``vec_env_wrapper``), and an
 env id ``module:Env-v0`` (a run's ``args.yml``, an agent's ``agent.json``) makes gymnasium import that module. Every
-command that reads a run folder goes through one check (:func:`sb3_ppo_ext.zoo.hyperparams.check_run_folder`); these
+command that reads a run folder goes through one check (:func:`sb3_ppo_ext.zoo.config.run_files.check_run_folder`); these
 tests plant each attack in a real run and try every command on it: each ends in a one-line error naming the setting,
 and the marker file the attack would write never appears.
 """
@@ -440,3 +440,32 @@ def test_an_agent_is_not_saved_with_a_render_mode(tmp_path):
     with pytest.raises(ValueError, match="env_kwargs must not hold render_mode"):
         save_pretrained(model, str(tmp_path / "agent"), env_id=ENV, env_kwargs={"render_mode": "human"})
     assert not (tmp_path / "agent" / "agent.json").exists()
+
+
+def test_an_agent_too_large_to_hold_or_whose_weights_are_a_device_is_refused_at_once(shipped_agent_copy):
+    """A tampered agent within the width and depth bounds but with 8 layers of 8192 for each network (3.5 GB), and
+    one whose policy.npz is a link to /dev/zero, are refused before anything is allocated."""
+    import time
+
+    rewrite_agent(
+        shipped_agent_copy, lambda agent: agent["policy_kwargs"].update(net_arch={"pi": [8192] * 8, "vf": [8192] * 8})
+    )
+    start = time.monotonic()
+    with pytest.raises(ValueError, match=r"agent.json: policy_kwargs net_arch has 939524096 weights .*MAX_HIDDEN_WEIGHTS"):
+        load_pretrained(str(shipped_agent_copy))
+    rewrite_agent(shipped_agent_copy, lambda agent: agent["policy_kwargs"].update(net_arch={"pi": [64], "vf": [64]}))
+    weights = shipped_agent_copy / "policy.npz"
+    weights.unlink()
+    weights.symlink_to("/dev/zero")
+    with pytest.raises(ValueError, match=r"policy.npz must be a regular file"):
+        load_pretrained(str(shipped_agent_copy))
+    assert time.monotonic() - start < 2.0
+
+
+def test_the_hidden_weights_bound_counts_a_plain_list_for_the_actor_and_the_critic():
+    from sb3_ppo_ext.validation import MAX_HIDDEN_WEIGHTS, HyperparameterError, check_net_arch
+
+    check_net_arch({"pi": [8192, 8192], "vf": [256]})  # 2**26 weights: the largest of its kind
+    check_net_arch([4096, 4096])  # 2 x 2**24
+    with pytest.raises(HyperparameterError, match=f"has {2 * 8192 * 8192} weights .* the limit is {MAX_HIDDEN_WEIGHTS}"):
+        check_net_arch([8192, 8192])

@@ -119,6 +119,11 @@ def load_pretrained(
     return model, env
 
 
+#: Largest ``policy.npz``: the weights of the largest policy ``net_arch`` allows (MAX_HIDDEN_WEIGHTS float32 weights
+#: between the hidden layers, 256 MB) with room for its input and output layers.
+MAX_WEIGHTS_FILE_BYTES = 512 << 20
+
+
 def read_weight_headers(path: str) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     """The shape and dtype of every array of an agent's ``policy.npz``, read from the ``.npy`` headers
     (:func:`~sb3_ppo_ext.safe_loading.zips.npz_headers`) once the zip's entries are found within their
@@ -126,6 +131,11 @@ def read_weight_headers(path: str) -> dict[str, tuple[tuple[int, ...], np.dtype]
 
     :raises ValueError: naming the file, for a zip bomb or a damaged, truncated or non-zip file.
     """
+    if not os.path.isfile(path) or os.path.getsize(path) > MAX_WEIGHTS_FILE_BYTES:
+        raise ValueError(
+            f"{path} must be a regular file of at most {MAX_WEIGHTS_FILE_BYTES} bytes (MAX_WEIGHTS_FILE_BYTES), the "
+            "policy's weights as numpy.savez writes them"
+        )
     try:
         with zipfile.ZipFile(path) as archive:
             check_zip_sizes(archive, path, nested=())
