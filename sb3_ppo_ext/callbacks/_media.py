@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -48,18 +49,24 @@ def _frame(env: gym.Env) -> np.ndarray:
     return frame
 
 
-def write_mp4(path: str, frames: Sequence[np.ndarray], fps: float) -> None:
-    """Write ``frames`` as an H.264 MP4 atomically (readers never see a half-written file).
-
-    Odd frame sizes are padded to even ones (H.264 needs even sizes) rather than rescaled.
-    """
+@contextlib.contextmanager
+def mp4_writer(path: str, fps: float) -> Iterator[Callable[[np.ndarray], None]]:
+    """An H.264 MP4 written frame by frame as they come (a long video never waits in memory), atomically: readers
+    never see a half-written file, and a failure inside the block leaves no file. Yields the function that appends a
+    frame; odd frame sizes are padded to even ones (H.264 needs even sizes) rather than rescaled."""
     imageio = require_module("imageio", "writing an MP4")
     with (
         atomic_path(path) as temporary,
         imageio.v2.get_writer(temporary, format="FFMPEG", mode="I", fps=fps, macro_block_size=1) as writer,
     ):
+        yield lambda frame: writer.append_data(pad_to_even(frame))
+
+
+def write_mp4(path: str, frames: Sequence[np.ndarray], fps: float) -> None:
+    """Write ``frames`` as an H.264 MP4 atomically (:func:`mp4_writer`)."""
+    with mp4_writer(path, fps) as append:
         for frame in frames:
-            writer.append_data(pad_to_even(frame))
+            append(frame)
 
 
 def write_gif(path: str, frames: Sequence[np.ndarray], fps: float) -> None:

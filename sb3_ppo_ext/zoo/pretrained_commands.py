@@ -11,7 +11,7 @@ from typing import Any
 from huggingface_sb3 import EnvironmentName
 
 from sb3_ppo_ext.callbacks import export_onnx
-from sb3_ppo_ext.callbacks._media import env_fps, write_mp4
+from sb3_ppo_ext.callbacks._media import env_fps, mp4_writer
 from sb3_ppo_ext.envs._bullet import display_available
 from sb3_ppo_ext.pretrained import load_pretrained, play, summarise_episodes
 from sb3_ppo_ext.zoo.parsers import add_debug_option, at_least_one
@@ -155,18 +155,25 @@ def record_video_pretrained(argv: Sequence[str]) -> None:
     args = parser.parse_args(list(argv))
     model, env = load_pretrained(args.env, seed=args.seed, render_mode="rgb_array")
     try:
-        frames: list = []
-        episodes = play(
-            model, env, args.n_timesteps, deterministic=not args.stochastic, on_frame=lambda: frames.append(env.render())
-        )
         fps = env_fps(env.envs[0]) if hasattr(env, "envs") else 30.0
+        os.makedirs(args.output_folder, exist_ok=True)
+        path = _default_output(args.env, args.output_folder, ".mp4")
+        frames = 0
+        with mp4_writer(path, fps) as append:  # each frame goes to the file as it is rendered
+
+            def write_frame() -> None:
+                nonlocal frames
+                frame = env.render()
+                if frame is None:
+                    raise RuntimeError(f"{args.env} rendered no frame in rgb_array mode")
+                append(frame)
+                frames += 1
+
+            episodes = play(model, env, args.n_timesteps, deterministic=not args.stochastic, on_frame=write_frame)
     finally:
         env.close()
-    os.makedirs(args.output_folder, exist_ok=True)
-    path = _default_output(args.env, args.output_folder, ".mp4")
-    write_mp4(path, frames, fps)
     _print_episodes(episodes)
-    print(f"Saved {len(frames)} frames to {path}")
+    print(f"Saved {frames} frames to {path}")
 
 
 def export_pretrained(argv: Sequence[str]) -> None:
