@@ -260,3 +260,16 @@ def test_report_names_a_csv_with_infinite_scores(tmp_path, user_error):
     path.write_text("task,variant,seed,timesteps,episodes,eval_mean,eval_std,wall_s,finished\nT,a,0,1000,10,inf,1.0,,True\n")
     message = user_error(["grid", "report", str(path)])
     assert f"{path}, line 2: eval_mean must be a finite number" in message
+
+
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        ("variants: {a: {algo: '--trust-pickles'}}\ntasks: {CartPole-v1: {}}", "algo must be an algorithm's name"),
+        ("variants: {a: {hyperparams: {note: 2026-12-06}}}\ntasks: {CartPole-v1: {}}", "must be plain data"),
+        ("tasks: {CartPole-v1: {env_kwargs: {render_mode: human}}}", "env_kwargs must not hold render_mode"),
+    ],
+)
+def test_a_grid_file_value_that_would_change_how_a_cell_runs_is_refused(tmp_path, text, rule):
+    with pytest.raises(ValueError, match=rule):
+        grid.load_grid(write_grid(tmp_path, text + "\n"))

@@ -264,6 +264,29 @@ def _count(where: str, name: str, value: Any, maximum: int | None = None) -> int
         raise ValueError(f"{where}: {error}") from None
 
 
+#: What a grid's ``algo`` may be: a lower-case name as rl-zoo3's algorithms have (``ppo``, ``ppo_ext``, ``sac``), so
+#: that the value is never read as a ``train`` option.
+ALGORITHM_NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def _check_plain_data(where: str, value: Any) -> None:
+    """Refuse a value that is not plain data (None, a bool, number or string, or lists and mappings of them): a YAML
+    date or timestamp would reach ``train --hyperparams`` as its Python repr.
+
+    :raises ValueError: naming ``where`` and the value.
+    """
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return
+    if isinstance(value, list):
+        for item in value:
+            _check_plain_data(where, item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_plain_data(f"{where}: {key}", item)
+    else:
+        raise ValueError(f"{where} must be plain data (numbers, strings, lists, mappings), got {value!r}")
+
+
 def _variant_cells(
     path: str, task: str, entry: dict[str, Any], seeds: list[int], name: str, variant: dict[str, Any], base: str
 ) -> list[Cell]:
@@ -281,6 +304,10 @@ def _variant_cells(
     for key in ("algo", "conf", "trained_agent"):
         if variant.get(key) is not None and not isinstance(variant[key], str):
             raise ValueError(f"{where}: {key} must be a string, got {variant[key]!r}")
+    if not ALGORITHM_NAME_PATTERN.fullmatch(variant.get("algo", "ppo_ext")):
+        raise ValueError(
+            f"{where}: algo must be an algorithm's name as rl-zoo3 knows it (ppo, ppo_ext), got {variant['algo']!r}"
+        )
     conf = variant.get("conf")
     if conf is not None and not os.path.isabs(conf):
         conf = os.path.join(base, conf)
@@ -291,8 +318,11 @@ def _variant_cells(
             raise ValueError(f"{where}: trained_agent must be a model .zip, got {variant['trained_agent']!r}")
     hyperparams = dict(_mapping(f"{where}: hyperparams", variant.get("hyperparams")))
     if "env_kwargs" in entry:
+        if isinstance(entry["env_kwargs"], dict) and "render_mode" in entry["env_kwargs"]:
+            raise ValueError(f"{path}: task {task!r}: env_kwargs must not hold render_mode: a grid's cells train headless")
         hyperparams["env_kwargs"] = entry["env_kwargs"]
     check_kwargs(f"{where}: hyperparams", hyperparams)  # keys become `train --hyperparams key:value` items
+    _check_plain_data(f"{where}: hyperparams", hyperparams)
     where = f"{path}: task {task!r}"
     n_timesteps = entry.get("n_timesteps")
     n_timesteps = None if n_timesteps is None else _count(where, "n_timesteps", n_timesteps, MAX_N_TIMESTEPS)
