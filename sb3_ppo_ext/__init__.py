@@ -12,8 +12,7 @@ checks all three.
 1. ``validation``, ``files``, ``plain_data``, ``allow_list``, ``zoo_configs``, ``openmp_wait``: parameter checks,
    atomic file writes, spaces and policy settings as plain data, the names config values and agent files may use,
    OpenMP's waiting threads set to sleep before torch loads
-2. ``envs``, ``wrappers``, ``vec_env``, ``shared_memory_vec_env``, ``ppo``: the tasks, env wrappers, the
-   vectorised envs (``shared_memory_vec_env`` is the older path of one of them) and the algorithm
+2. ``envs``, ``wrappers``, ``vec_env``, ``ppo``: the tasks, env wrappers, the vectorised envs and the algorithm
 3. ``safe_loading``: model zips and ``VecNormalize`` statistics loaded without unpickling
 4. ``callbacks``: training callbacks
 5. ``pretrained``: shipped agents (their format, saving, loading, playing)

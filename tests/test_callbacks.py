@@ -344,17 +344,13 @@ def test_video_has_one_frame_per_step_and_uses_frozen_training_normalisation(tmp
 
 
 def test_video_and_live_view_name_the_played_env_id_alike(tmp_path):
-    """Both keep the env id under ``env_id``; the video callback's former ``env_spec`` still reads, with a warning."""
+    """Both keep the env id under ``env_id`` (``None`` for an env instance)."""
     video = VideoRecorderCallback("CartPole-v1", video_freq=64, video_folder=str(tmp_path))
     live = LiveViewCallback("CartPole-v1", mode="file", output_path=str(tmp_path / "live.gif"))
     assert video.env_id == live.env_id == "CartPole-v1"
-    with pytest.warns(DeprecationWarning, match="env_id"):
-        assert video.env_spec == "CartPole-v1"
     instance = gym.make("CartPole-v1", render_mode="rgb_array")
     from_instance = VideoRecorderCallback(instance, video_freq=64, video_folder=str(tmp_path))
     assert from_instance.env_id is None
-    with pytest.warns(DeprecationWarning):
-        assert from_instance.env_spec is instance
     instance.close()
 
 

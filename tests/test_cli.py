@@ -413,7 +413,7 @@ SHORT_RUN_CONFIG = (
 def train_and_stop_at(tmp_path, monkeypatch, capsys, stop, at_step: int) -> tuple[int, str, str]:
     """Train the short run with ``--vec-env shared`` and call ``stop(vec_env)`` before its ``at_step``-th step;
     returns the exit status, the last line on stderr and the run folder."""
-    from sb3_ppo_ext.shared_memory_vec_env import SharedMemoryVecEnv
+    from sb3_ppo_ext.vec_env.shared_memory_vec_env import SharedMemoryVecEnv
 
     config = tmp_path / "short.yml"
     config.write_text(SHORT_RUN_CONFIG)
@@ -483,6 +483,76 @@ def test_sigterm_saves_the_run_as_ctrl_c_does_and_resumes(tmp_path, monkeypatch,
     assert line.startswith(f"sb3-ppo-ext train: stopped: training was stopped by SIGTERM at {stopped_at} steps")
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is the caller's again
     assert_resumes(run_folder, stopped_at, capsys)
+
+
+def test_sigterm_during_a_deferred_block_is_recorded_once_and_the_block_runs_to_its_end(tmp_path):
+    """What holds SIGTERM back while the final model is saved: the block is not cut short, the signal is recorded
+    (once, however many come) for the caller to act on afterwards, and the caller's handler is put back."""
+    from sb3_ppo_ext.files import atomic_write
+    from sb3_ppo_ext.zoo.stopping import sigterm_deferred
+
+    received = []
+    before = signal.getsignal(signal.SIGTERM)
+    path = tmp_path / "model.zip"
+    with sigterm_deferred(lambda: received.append("SIGTERM")), atomic_write(str(path)) as handle:
+        handle.write(b"first half, ")
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)
+        handle.write(b"second half")
+    assert received == ["SIGTERM"]
+    assert path.read_bytes() == b"first half, second half" and os.listdir(tmp_path) == ["model.zip"]
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+#: ``sb3-ppo-ext train`` whose final save pauses for 3 s once the zip is written to its temporary file, before it is
+#: moved into place, after printing a line: a signal sent on that line lands in the middle of the save.
+SLOW_FINAL_SAVE = """
+import os, sys, time
+from stable_baselines3.common import base_class
+from sb3_ppo_ext.cli import main
+
+write_zip = base_class.save_to_zip_file
+
+def write_zip_slowly(save_path, *args, **kwargs):
+    write_zip(save_path, *args, **kwargs)
+    if os.path.basename(getattr(save_path, "name", "")).startswith(".CartPole-v1.zip."):
+        print("final model written to its temporary file", flush=True)
+        time.sleep(3)
+
+base_class.save_to_zip_file = write_zip_slowly
+main(sys.argv[1:])
+"""
+
+
+def test_sigterm_during_the_final_save_leaves_a_whole_final_model_and_a_stopped_run(tmp_path):
+    """SIGTERM (a grid being stopped) that reaches ``train`` while it writes its final model: rl-zoo3's in-place save
+    was killed half-way (a 0-byte ``<env>.zip`` that ``--resume`` refused); now the save ends first, then the command
+    stops as a stopped run does (exit 143, one line), and the final model is whole."""
+    from sb3_ppo_ext.zoo.resume import find_resume_point, saved_num_timesteps
+
+    argv = [sys.executable, "-c", SLOW_FINAL_SAVE, "train", "--env", "CartPole-v1", "-n", "1024", *quiet(tmp_path)]
+    argv += ["--hyperparams", "n_epochs:1"]
+    process = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ, OMP_NUM_THREADS="1")
+    )
+    assert process.stdout is not None
+    output = []
+    for line in process.stdout:
+        output.append(line)
+        if line.startswith("final model written to its temporary file"):
+            process.send_signal(signal.SIGTERM)
+            break
+    output.append(process.communicate(timeout=120)[0])
+    assert process.returncode == 143, "".join(output)
+    run = str(tmp_path / "ppo_ext" / "CartPole-v1_1")
+    assert "".join(output).strip().splitlines()[-1] == (
+        "sb3-ppo-ext train: stopped: SIGTERM came while the final model was being saved, at 1024 steps; the save was "
+        f"finished first; the model was saved to {run}; continue with: sb3-ppo-ext train --resume {run}"
+    )
+    final_model = os.path.join(run, "CartPole-v1.zip")
+    assert saved_num_timesteps(final_model) == 1024
+    assert not [name for name in os.listdir(run) if name.endswith((".tmp", ".tmp.zip"))]
+    assert find_resume_point(run, "CartPole-v1").model_path == final_model
 
 
 # --- every command-line value named ------------------------------------------------------------------------------

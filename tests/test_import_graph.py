@@ -13,6 +13,8 @@ from __future__ import annotations
 import ast
 import os
 import re
+import subprocess
+import sys
 from dataclasses import dataclass
 
 import pytest
@@ -268,3 +270,19 @@ def test_imports_inside_functions_are_for_optional_dependencies_only():
 )
 def test_loops_finds_strongly_connected_groups(edges, expected):
     assert sorted(loops([Import(importer, imported, 1, False) for importer, imported in edges])) == expected
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["-W", "error", "-c", "import sb3_ppo_ext, sb3_ppo_ext.zoo"],
+        ["-W", "error::DeprecationWarning", "-m", "sb3_ppo_ext", "train", "--help"],
+    ],
+    ids=["import", "train --help"],
+)
+def test_nothing_the_package_runs_is_deprecated(command):
+    """The package imports and its commands start without a warning of any deprecated name, its own or its
+    dependencies' (the suite does not hide DeprecationWarning either)."""
+    done = subprocess.run([sys.executable, *command], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Warning" not in done.stderr, done.stderr

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import glob
 import os
+import re
 import shutil
 
 import numpy as np
@@ -18,9 +19,12 @@ from stable_baselines3.common.monitor import load_results
 from sb3_ppo_ext import PPO
 from sb3_ppo_ext.cli import main
 from sb3_ppo_ext.safe_loading import read_vecnormalize_statistics
+from sb3_ppo_ext.zoo.grid import run as grid_run
 from sb3_ppo_ext.zoo.progress_csv import AppendingCSVOutputFormat
 from sb3_ppo_ext.zoo.resume import (
     ContinuedMonitor,
+    ResumeError,
+    find_resume_point,
     last_elapsed_time,
     restore_evaluation_history,
     successes_by_evaluation,
@@ -155,6 +159,34 @@ def test_a_finished_run_trains_on_to_a_larger_budget(tmp_path):
     final = PPO.load(os.path.join(run, f"{ENV}.zip"))
     assert final.num_timesteps == 2048 and final._total_timesteps == 2048
     assert evaluation_steps(run) == [512, 1024, 1536, 2048]
+
+
+def test_a_final_model_cut_short_to_0_bytes_resumes_from_the_newest_intact_checkpoint(tmp_path):
+    """A process stopped while rl-zoo3 wrote the final model in place left it 0 bytes long: ``--resume`` warns, naming
+    it, and continues from the newest intact checkpoint, and the grid resumes such a cell instead of failing it at
+    every ``run``; with no intact checkpoint either, the grid starts the cell again."""
+    cell = tmp_path / "cell"
+    run = first_run(cell, 1024)  # checkpoint at 512 steps, final model at 1024
+    final_model = os.path.join(run, f"{ENV}.zip")
+    open(final_model, "wb").close()  # what a SIGTERM during rl-zoo3's in-place save left behind
+
+    with pytest.warns(UserWarning, match=f"skipping the final model {re.escape(final_model)}: it is not a readable zip"):
+        point = find_resume_point(run, ENV)
+    assert point.model_path == os.path.join(run, "rl_model_512_steps.zip") and point.num_timesteps == 512
+    assert grid_run._resumable_run(str(cell)) == run
+    assert grid_run._why_unfinished(str(cell)).startswith(f"its final model {final_model} is damaged: it is not a readable")
+
+    with pytest.warns(UserWarning, match="skipping the final model"):
+        resume(run, "--verbose", "0")
+    assert PPO.load(final_model).num_timesteps == 1024  # written again, whole
+    assert grid_run._why_unfinished(str(cell)) is None
+
+    open(final_model, "wb").close()
+    for path in glob.glob(os.path.join(run, "rl_model_*")):
+        os.unlink(path)
+    with pytest.warns(UserWarning, match="skipping the final model"), pytest.raises(ResumeError, match="damaged final"):
+        find_resume_point(run, ENV)
+    assert grid_run._resumable_run(str(cell)) is None  # nothing to continue from: the cell starts again, no FAIL
 
 
 def checkpoint_names(run: str) -> list[str]:

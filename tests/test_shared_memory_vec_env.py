@@ -483,7 +483,7 @@ def test_the_fork_start_method_leaves_no_false_leak_warning(tmp_path):
     script = tmp_path / "fork_run.py"
     script.write_text(
         "import gymnasium as gym\n"
-        "from sb3_ppo_ext.shared_memory_vec_env import SharedMemoryVecEnv\n"
+        "from sb3_ppo_ext.vec_env.shared_memory_vec_env import SharedMemoryVecEnv\n"
         "if __name__ == '__main__':\n"
         "    venv = SharedMemoryVecEnv([lambda: gym.make('CartPole-v1')] * 3, n_workers=2, start_method='fork')\n"
         "    venv.reset()\n"

@@ -95,18 +95,15 @@ def list_checkpoints(folder: str, name_prefix: str = DEFAULT_NAME_PREFIX) -> lis
     return sorted(found, key=lambda checkpoint: checkpoint.num_timesteps)
 
 
-def checkpoint_defect(checkpoint: Checkpoint, *, needs_statistics: bool) -> str | None:
-    """Why ``checkpoint`` cannot be resumed, or ``None`` when it can; reads its files without unpickling anything.
+def model_zip_defect(model_path: str) -> str | None:
+    """Why the model zip ``model_path`` cannot be loaded, or ``None`` when it can (as far as reading it without
+    unpickling anything tells): it is not a readable zip (a file cut short by a process killed while writing it, e.g.
+    0 bytes), an entry fails its CRC check (``zipfile.ZipFile.testzip``), or it lacks SB3's ``data`` entry.
 
-    A defect: the model zip fails its CRC check (``zipfile.ZipFile.testzip``) or lacks SB3's ``data`` entry, or (when
-    ``needs_statistics``) the ``VecNormalize`` statistics are missing or not a complete pickle (their opcodes are
-    scanned with ``pickletools.genops``, which builds no object).
-
-    :param checkpoint: a checkpoint of :func:`list_checkpoints`.
-    :param needs_statistics: whether the checkpoint must have its ``VecNormalize`` statistics.
+    :param model_path: the zip (a checkpoint, or a run's final model).
     """
     try:
-        with zipfile.ZipFile(checkpoint.model_path) as archive:
+        with zipfile.ZipFile(model_path) as archive:
             damaged = archive.testzip()
             if damaged is not None:
                 return f"its entry {damaged!r} fails the CRC check"
@@ -114,6 +111,22 @@ def checkpoint_defect(checkpoint: Checkpoint, *, needs_statistics: bool) -> str 
                 return "it has no 'data' entry (not a Stable-Baselines3 model)"
     except (zipfile.BadZipFile, OSError, EOFError) as error:
         return f"it is not a readable zip file ({error})"
+    return None
+
+
+def checkpoint_defect(checkpoint: Checkpoint, *, needs_statistics: bool) -> str | None:
+    """Why ``checkpoint`` cannot be resumed, or ``None`` when it can; reads its files without unpickling anything.
+
+    A defect: the model zip's (:func:`model_zip_defect`: not a readable zip, an entry failing its CRC check, no SB3
+    ``data`` entry), or (when ``needs_statistics``) the ``VecNormalize`` statistics are missing or not a complete
+    pickle (their opcodes are scanned with ``pickletools.genops``, which builds no object).
+
+    :param checkpoint: a checkpoint of :func:`list_checkpoints`.
+    :param needs_statistics: whether the checkpoint must have its ``VecNormalize`` statistics.
+    """
+    defect = model_zip_defect(checkpoint.model_path)
+    if defect is not None:
+        return defect
     if not needs_statistics:
         return None
     if checkpoint.vecnormalize_path is None:
@@ -189,6 +202,33 @@ def resume_from_checkpoint(
     if checkpoint.vecnormalize_path is not None:
         env = _with_saved_statistics(env, checkpoint.vecnormalize_path)
     return algorithm.load(checkpoint.model_path, env=env, **load_kwargs)
+
+
+def write_model_files(model: BaseAlgorithm, model_path: str, vecnormalize_path: str | None = None) -> str | None:
+    """Write ``model`` as a zip and, when ``vecnormalize_path`` is given, its ``VecNormalize`` statistics (SB3's pickle
+    there and its plain-data twin ``.npz`` beside it), each file atomically (:func:`~sb3_ppo_ext.files.atomic_write`:
+    a temporary file in the same folder, fsynced, then moved into place). The statistics come first and the model zip
+    last, so that a model zip on disk has its statistics complete beside it; a process killed while writing leaves
+    the files of before (and at most a temporary ``.<name>.*.tmp*`` file), never a half-written one.
+
+    :param model: the model to save.
+    :param model_path: the zip to write (a checkpoint, or a run's final model).
+    :param vecnormalize_path: where to write the pickle of the model's ``VecNormalize``, or ``None`` for no statistics.
+    :returns: the path of the statistics' plain-data twin, or ``None`` when no statistics were written.
+    :raises ValueError: when ``vecnormalize_path`` is given and the model's env has no ``VecNormalize``.
+    """
+    plain_path = None
+    if vecnormalize_path is not None:
+        vec_normalize = model.get_vec_normalize_env()
+        if vec_normalize is None:
+            raise ValueError(f"cannot write {vecnormalize_path}: the model's env has no VecNormalize statistics")
+        plain_path = save_vecnormalize_statistics(vec_normalize, statistics_path(vecnormalize_path))
+        with atomic_write(vecnormalize_path) as handle:
+            pickle.dump(vec_normalize, handle)
+    with atomic_write(model_path) as handle:
+        # SB3 annotates the path as str | Path | BufferedIOBase; it writes to any binary file (IO[bytes]).
+        model.save(handle)  # type: ignore[arg-type]
+    return plain_path
 
 
 def remaining_timesteps(model: BaseAlgorithm, total_timesteps: int) -> int:
@@ -299,21 +339,15 @@ class RotatingCheckpointCallback(CheckpointCallback):
     def save_checkpoint(self) -> Checkpoint:
         """Write a checkpoint for the current ``num_timesteps`` now, then delete the ones beyond ``keep_last``."""
         steps = self.num_timesteps
-        stats_path = plain_path = None
-        vec_normalize = self.model.get_vec_normalize_env()
         model_path = model_checkpoint_path(self.save_path, self.name_prefix, steps)
+        stats_path = None
+        if self.save_vecnormalize and self.model.get_vec_normalize_env() is not None:
+            stats_path = vecnormalize_checkpoint_path(self.save_path, self.name_prefix, steps)
         try:
-            if self.save_vecnormalize and vec_normalize is not None:
-                stats_path = vecnormalize_checkpoint_path(self.save_path, self.name_prefix, steps)
-                plain_path = save_vecnormalize_statistics(vec_normalize, statistics_path(stats_path))
-                with atomic_write(stats_path) as handle:
-                    pickle.dump(vec_normalize, handle)
-            with atomic_write(model_path) as handle:
-                # SB3 annotates the path as str | Path | BufferedIOBase; it writes to any binary file (IO[bytes]).
-                self.model.save(handle)  # type: ignore[arg-type]
+            plain_path = write_model_files(self.model, model_path, stats_path)
         except BaseException:
-            for path in (stats_path, plain_path):  # statistics without their model are no checkpoint
-                if path is not None:
+            if stats_path is not None:  # statistics without their model are no checkpoint
+                for path in (stats_path, statistics_path(stats_path)):
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(path)
             raise

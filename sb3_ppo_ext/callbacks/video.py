@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -100,17 +99,6 @@ class VideoRecorderCallback(BaseCallback):
         check_writable_dir("video_folder", self.video_folder)
         if self.env is None:
             self.env = make_render_env("env", self._env_argument, self.env_kwargs, "rgb_array", self.env_wrapper)
-
-    @property
-    def env_spec(self) -> str | gym.Env:
-        """The ``env`` argument as given. Deprecated: read :attr:`env_id` (the id, as the live view names it)."""
-        warnings.warn(
-            "VideoRecorderCallback.env_spec is deprecated: read env_id (None when env is an env instance), as on "
-            "LiveViewCallback",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return self._env_argument
 
     def _on_training_start(self) -> None:
         self._schedule.start(self.num_timesteps)

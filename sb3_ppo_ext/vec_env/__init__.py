@@ -1,8 +1,7 @@
 """Vectorised envs beyond SB3's own: several envs per local worker process, or envs on the actors of a Ray cluster.
 
 - :mod:`~sb3_ppo_ext.vec_env.shared_memory_vec_env`: ``SharedMemoryVecEnv``, SB3's ``SubprocVecEnv`` with
-  several envs per worker process and the per-step arrays in shared memory (also importable from its older path,
-  ``sb3_ppo_ext.shared_memory_vec_env``).
+  several envs per worker process and the per-step arrays in shared memory.
 - :mod:`~sb3_ppo_ext.vec_env.ray_vec_env`: ``RayVecEnv``, envs in Ray actors anywhere in a Ray cluster (the
   ``ray`` extra).
 

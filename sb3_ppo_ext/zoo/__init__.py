@@ -5,14 +5,10 @@ Importing this package imports rl-zoo3 (install the ``zoo`` extra).
 
 from sb3_ppo_ext.allow_list import allowed_names
 from sb3_ppo_ext.zoo.config.blocks import check_block_keys, preprocess_block, valid_keys
+from sb3_ppo_ext.zoo.config.command_line import SafeStoreDict
 from sb3_ppo_ext.zoo.config.expressions import parse_expression
-from sb3_ppo_ext.zoo.experiment import (
-    ALGORITHM_NAME,
-    SafeExperimentManager,
-    SafeStoreDict,
-    default_config_path,
-    register_algorithm,
-)
+from sb3_ppo_ext.zoo.experiment import SafeExperimentManager
+from sb3_ppo_ext.zoo.registration import ALGORITHM_NAME, default_config_path, register_algorithm
 
 __all__ = [
     "ALGORITHM_NAME",

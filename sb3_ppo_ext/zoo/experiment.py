@@ -1,6 +1,6 @@
 """rl-zoo3's ExperimentManager with safe config handling: :class:`SafeExperimentManager`, made of one part per job
 (:class:`~sb3_ppo_ext.zoo.stopping.StoppableExperiment`, :class:`~sb3_ppo_ext.zoo.resume.ResumableExperiment`,
-:class:`~sb3_ppo_ext.zoo.vec_env_choice.VecEnvChoosingExperiment`,
+:class:`~sb3_ppo_ext.zoo.run_lock.LockedRunExperiment`, :class:`~sb3_ppo_ext.zoo.vec_env_choice.VecEnvChoosingExperiment`,
 :class:`~sb3_ppo_ext.zoo.safe_run_files.SafeRunFilesExperiment`) and the config checks of
 :mod:`~sb3_ppo_ext.zoo.config`."""
 
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import importlib
 import inspect
 import os
 import shutil
@@ -41,6 +40,7 @@ from sb3_ppo_ext.zoo.patching import patched_zoo_module
 from sb3_ppo_ext.zoo.progress_csv import PROGRESS_FILE, ProgressCSVCallback
 from sb3_ppo_ext.zoo.registration import ALGORITHM_NAME
 from sb3_ppo_ext.zoo.resume import ResumableExperiment
+from sb3_ppo_ext.zoo.run_lock import LockedRunExperiment
 from sb3_ppo_ext.zoo.run_selection import holds_only_setup_files
 from sb3_ppo_ext.zoo.run_summary import end_of_training_line, last_and_best
 from sb3_ppo_ext.zoo.safe_run_files import SafeRunFilesExperiment
@@ -77,7 +77,9 @@ def warn_if_nothing_learns(algorithm: type[Any], hyperparams: dict[str, Any], n_
 _BUILDING_ENVS = threading.Lock()
 
 
-class SafeExperimentManager(StoppableExperiment, ResumableExperiment, VecEnvChoosingExperiment, SafeRunFilesExperiment):
+class SafeExperimentManager(
+    StoppableExperiment, ResumableExperiment, LockedRunExperiment, VecEnvChoosingExperiment, SafeRunFilesExperiment
+):
     """rl-zoo3's ExperimentManager that checks keys, never evaluates config text and unpickles nothing by default.
 
     After rl-zoo3 has read and merged the block (YAML, ``--hyperparams``, an Optuna trial), every key must be a
@@ -101,7 +103,9 @@ class SafeExperimentManager(StoppableExperiment, ResumableExperiment, VecEnvChoo
     evaluation envs step on DummyVecEnv, and a SharedMemoryVecEnv the user did not ask for that cannot start gives way
     to DummyVecEnv (:class:`~sb3_ppo_ext.zoo.vec_env_choice.VecEnvChoosingExperiment`). ``--resume`` is
     :class:`~sb3_ppo_ext.zoo.resume.ResumableExperiment`'s, and training stopped by SIGTERM or a failed env worker
-    :class:`~sb3_ppo_ext.zoo.stopping.StoppableExperiment`'s.
+    :class:`~sb3_ppo_ext.zoo.stopping.StoppableExperiment`'s. A training run holds its run folder's lock from its start
+    (``--resume``) or the folder's creation (a new run) to the end of the command, so that no second trainer writes
+    the same run (:class:`~sb3_ppo_ext.zoo.run_lock.LockedRunExperiment`).
     """
 
     def __init__(
@@ -115,7 +119,8 @@ class SafeExperimentManager(StoppableExperiment, ResumableExperiment, VecEnvChoo
     ) -> None:
         """rl-zoo3's set-up, with the VecEnv of
         :meth:`~sb3_ppo_ext.zoo.vec_env_choice.VecEnvChoosingExperiment.choose_vec_env`, in the run folder of
-        ``--resume`` when it is given.
+        ``--resume`` when it is given (then locked at once,
+        :meth:`~sb3_ppo_ext.zoo.run_lock.LockedRunExperiment.lock_run_folder`).
 
         :param vec_env_type: ``--vec-env``; ``None`` (not given): the task's preferred VecEnv.
         """
@@ -123,6 +128,8 @@ class SafeExperimentManager(StoppableExperiment, ResumableExperiment, VecEnvChoo
         super().__init__(args, algo, env_id, *positional, **keywords)
         self.choose_vec_env(args, vec_env_type, resumed=self.resume_folder is not None)
         self.continue_in_run_folder()
+        if self.resume_folder is not None:  # before its resume point is read: a second trainer stops at once
+            self.lock_run_folder()
         #: Whether this command creates its run folder (a new run): then a failure before the first training step
         #: removes it again (:meth:`remove_unstarted_run`).
         self.creates_run_folder = self.resume_folder is None and not os.path.exists(self.save_path)
@@ -130,18 +137,21 @@ class SafeExperimentManager(StoppableExperiment, ResumableExperiment, VecEnvChoo
     def remove_unstarted_run(self) -> None:
         """Remove the run folder this command created, when it holds nothing but what set-up wrote there
         (:func:`~sb3_ppo_ext.zoo.run_selection.holds_only_setup_files`): a run that never trained would otherwise be the
-        newest run of the env, with monitor files but no model. A folder holding anything else is kept."""
-        created = self.creates_run_folder and os.path.isdir(self.save_path)
+        newest run of the env, with monitor files but no model. A folder holding anything else is kept, and so is one
+        whose lock this command does not hold (another trainer that chose the same new folder at the same moment)."""
+        created = self.creates_run_folder and self.holds_run_folder and os.path.isdir(self.save_path)
         if created and holds_only_setup_files(self.save_path, str(self.env_name)):
             shutil.rmtree(self.save_path, ignore_errors=True)
             print(f"Removed {self.save_path}: the run stopped before its first training step")
 
     def setup_experiment(self) -> tuple[BaseAlgorithm, dict[str, Any]] | None:
-        """rl-zoo3's set-up (config, envs, model); a failure removes the new run folder (:meth:`remove_unstarted_run`)."""
+        """rl-zoo3's set-up (config, envs, model); a failure removes the new run folder (:meth:`remove_unstarted_run`) and
+        gives its lock back."""
         try:
             return super().setup_experiment()
         except BaseException:
             self.remove_unstarted_run()
+            self.release_run_folder()
             raise
 
     def read_hyperparameters(self) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -242,26 +252,31 @@ class SafeExperimentManager(StoppableExperiment, ResumableExperiment, VecEnvChoo
         """rl-zoo3's training, stopped without losing the run by SIGTERM or a failed env worker
         (:meth:`~sb3_ppo_ext.zoo.stopping.StoppableExperiment.learn`), for a resumed run up to its total budget
         (:meth:`~sb3_ppo_ext.zoo.resume.ResumableExperiment.learn`); a new run that fails before its first step is
-        removed (:meth:`remove_unstarted_run`)."""
+        removed (:meth:`remove_unstarted_run`); a failure gives the run folder's lock back."""
         with self.evaluation_env_type_accepted():
             try:
                 super().learn(model)
             except BaseException:
                 if model.num_timesteps == 0:  # failed before its first step: nothing trained, nothing to keep
                     self.remove_unstarted_run()
+                self.release_run_folder()
                 raise
 
     def save_trained_model(self, model: BaseAlgorithm) -> None:
         """rl-zoo3's saving of the final model (:meth:`~sb3_ppo_ext.zoo.stopping.StoppableExperiment.save_trained_model`),
         then, for a run that finished (not one stopped by SIGTERM), one line with the final model's and the best model's
-        last evaluations (:func:`~sb3_ppo_ext.zoo.run_summary.end_of_training_line`)."""
-        super().save_trained_model(model)
-        evaluation = next((callback for callback in self.callbacks if isinstance(callback, EvalCallback)), None)
-        if evaluation is None or self.verbose < 1:
-            return
-        last_best = last_and_best(evaluation.evaluations_timesteps, evaluation.evaluations_results)
-        if last_best is not None:
-            print(end_of_training_line(*last_best, self.play_best_command()))
+        last evaluations (:func:`~sb3_ppo_ext.zoo.run_summary.end_of_training_line`). The run folder's lock is given
+        back at the end, whatever happens."""
+        try:
+            super().save_trained_model(model)
+            evaluation = next((callback for callback in self.callbacks if isinstance(callback, EvalCallback)), None)
+            if evaluation is None or self.verbose < 1:
+                return
+            last_best = last_and_best(evaluation.evaluations_timesteps, evaluation.evaluations_results)
+            if last_best is not None:
+                print(end_of_training_line(*last_best, self.play_best_command()))
+        finally:
+            self.release_run_folder()
 
     def play_best_command(self) -> str:
         """The ``enjoy`` command that plays this run's ``best_model.zip``."""
@@ -322,38 +337,3 @@ def to_plain_yaml(value: Any) -> Any:
     if isinstance(value, type):
         return f"{value.__module__}.{value.__qualname__}"
     return repr(value)
-
-
-#: Names this module held before they moved to the module of their job -> that module (deprecated here).
-_MOVED_NAMES: dict[str, str] = {
-    "ALGORITHM_NAME": "sb3_ppo_ext.zoo.registration",
-    "default_config_path": "sb3_ppo_ext.zoo.registration",
-    "register_algorithm": "sb3_ppo_ext.zoo.registration",
-    "patched_zoo_module": "sb3_ppo_ext.zoo.patching",
-    "SafeStoreDict": "sb3_ppo_ext.zoo.config.command_line",
-    "parse_key_value_arguments": "sb3_ppo_ext.zoo.config.command_line",
-    "SIGTERM_EXIT_STATUS": "sb3_ppo_ext.zoo.stopping",
-    "WORKER_FAILURE_EXIT_STATUS": "sb3_ppo_ext.zoo.stopping",
-    "TrainingStopped": "sb3_ppo_ext.zoo.stopping",
-    "TerminationRequested": "sb3_ppo_ext.zoo.stopping",
-    "sigterm_stops_training": "sb3_ppo_ext.zoo.stopping",
-    "VEC_ENV_TYPES": "sb3_ppo_ext.zoo.vec_env_choice",
-    "DEFAULT_VEC_ENV": "sb3_ppo_ext.zoo.vec_env_choice",
-    "PREFERRED_VEC_ENVS": "sb3_ppo_ext.zoo.vec_env_choice",
-    "preferred_vec_env": "sb3_ppo_ext.zoo.vec_env_choice",
-    "vec_env_settings": "sb3_ppo_ext.zoo.vec_env_choice",
-    "shared_memory_vec_env": "sb3_ppo_ext.zoo.vec_env_choice",
-    "SaveVecNormalizeStatisticsCallback": "sb3_ppo_ext.zoo.safe_run_files",
-}
-
-
-def __getattr__(name: str) -> Any:
-    """A name that moved to another module (:data:`_MOVED_NAMES`), with a ``DeprecationWarning`` (PEP 562)."""
-    if name not in _MOVED_NAMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"sb3_ppo_ext.zoo.experiment.{name} is deprecated: import it from {_MOVED_NAMES[name]}",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(importlib.import_module(_MOVED_NAMES[name]), name)

@@ -19,8 +19,8 @@ from sb3_ppo_ext.callbacks.checkpoint import DEFAULT_NAME_PREFIX, list_checkpoin
 from sb3_ppo_ext.pretrained.format import AGENT_FILE, check_agent_env_kwargs
 from sb3_ppo_ext.pretrained.saving import save_pretrained
 from sb3_ppo_ext.zoo.config.run_files import check_run_folder
-from sb3_ppo_ext.zoo.experiment import register_algorithm
 from sb3_ppo_ext.zoo.loading import played_model_statistics
+from sb3_ppo_ext.zoo.registration import register_algorithm
 
 
 def find_zoo_run(folder: str) -> str:

@@ -10,8 +10,9 @@ steps) needs the opposite: the same folder, the same settings, and every counter
   :data:`RESUME_OPTIONS` (how to run, not what to train) may be given again, ``-n`` sets a new total budget (kept in
   ``args.yml`` with ``--save-freq`` for the next resume, :data:`RUN_PLAN_OPTIONS`);
 - the model is the newest intact checkpoint of ``--save-freq`` (or the final model, if the run finished and has
-  more steps), loaded without unpickling unless ``--trust-pickles``: step count, optimiser state, the adaptive-KL
-  state (beta, the KL-adaptive learning rate), and the ``VecNormalize`` statistics saved with it;
+  more steps and is intact: a damaged one is skipped with a warning), loaded without unpickling unless
+  ``--trust-pickles``: step count, optimiser state, the adaptive-KL state (beta, the KL-adaptive learning rate), and
+  the ``VecNormalize`` statistics saved with it;
 - training continues with ``reset_num_timesteps=False``, so schedules and step-based callbacks carry on and the run
   ends at the same total; the evaluation history (``evaluations.npz``, the best mean reward that decides
   ``best_model.zip``) is kept up to the checkpoint and continued, and the evaluations keep their step grid;
@@ -28,6 +29,7 @@ import argparse
 import contextlib
 import glob
 import os
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,7 +42,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import EvalCallback
 from stable_baselines3.common.monitor import Monitor
 
-from sb3_ppo_ext.callbacks.checkpoint import find_latest_checkpoint, list_checkpoints
+from sb3_ppo_ext.callbacks.checkpoint import find_latest_checkpoint, list_checkpoints, model_zip_defect
 from sb3_ppo_ext.files import atomic_write
 from sb3_ppo_ext.safe_loading import read_zip_data
 from sb3_ppo_ext.zoo.config.run_files import check_run_folder, load_run_yaml
@@ -188,20 +190,33 @@ def find_resume_point(run_folder: str, env_name: str) -> ResumePoint:
     """The newest intact checkpoint of the run (``rl_model_<steps>_steps.zip``), or its final model
     (``<env>.zip``) when that has more steps (a finished run given a larger budget).
 
-    :raises ResumeError: when the run has neither.
+    A damaged final model (:func:`~sb3_ppo_ext.callbacks.checkpoint.model_zip_defect`: e.g. cut short at 0 bytes by a
+    process stopped while writing it, before the final model was written atomically) is skipped with a warning naming
+    the file, and the newest intact checkpoint is taken instead, as damaged checkpoints are skipped for older ones.
+
+    :raises ResumeError: when the run has neither an intact checkpoint nor an intact final model.
     """
     checkpoint = find_latest_checkpoint(run_folder)
     candidates = []
     if checkpoint is not None:
         candidates.append(ResumePoint(checkpoint.model_path, checkpoint.vecnormalize_path, checkpoint.num_timesteps))
     final_model = os.path.join(run_folder, f"{env_name}.zip")
-    if os.path.isfile(final_model):
+    final_defect = model_zip_defect(final_model) if os.path.isfile(final_model) else None
+    if final_defect is not None:
+        warnings.warn(
+            f"--resume: skipping the final model {final_model}: {final_defect}; continuing from the newest intact "
+            "checkpoint instead",
+            UserWarning,
+            stacklevel=2,
+        )
+    elif os.path.isfile(final_model):
         statistics = os.path.join(run_folder, env_name, "vecnormalize.pkl")
         candidates.append(ResumePoint(final_model, statistics, saved_num_timesteps(final_model)))
     if not candidates:
         damaged = len(list_checkpoints(run_folder))
         why = f"{damaged} damaged checkpoints" if damaged else "no checkpoint (train with --save-freq to have some)"
-        raise ResumeError(f"--resume: {run_folder!r} has {why} and no final model {env_name}.zip to continue from")
+        final = f"a damaged final model {env_name}.zip" if final_defect is not None else f"no final model {env_name}.zip"
+        raise ResumeError(f"--resume: {run_folder!r} has {why} and {final} to continue from")
     return max(candidates, key=lambda point: point.num_timesteps)
 
 

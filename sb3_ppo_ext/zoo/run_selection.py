@@ -71,6 +71,11 @@ def holds_model(folder: str, pattern: str) -> bool:
     return any(os.path.isfile(path) for path in glob.glob(os.path.join(glob.escape(folder), pattern)))
 
 
+#: The hidden file of a run folder that the ``train`` training it holds locked
+#: (:class:`~sb3_ppo_ext.zoo.run_lock.RunFolderLock`), with that trainer's pid: no file of the run, ignored by what reads
+#: runs.
+LOCK_FILE = ".train.lock"
+
 #: What a ``train`` command writes into its new run folder before its first training step, besides the training
 #: envs' monitor files (``<n>.monitor.csv``): the files of the ``<env name>/`` folder, with the run's settings and
 #: its first ``VecNormalize`` statistics.
@@ -81,10 +86,11 @@ SETUP_SETTINGS_FILES: frozenset[str] = frozenset(
 
 def holds_only_setup_files(folder: str, env_name: str) -> bool:
     """Whether run ``folder`` holds nothing but what a ``train`` command writes there before it trains: monitor
-    files, an empty ``progress.csv`` (opened when training starts, written at the first dump of the logger) and the
-    ``<env name>/`` folder of :data:`SETUP_SETTINGS_FILES` (no model, checkpoint, evaluation or anything else)."""
+    files, an empty ``progress.csv`` (opened when training starts, written at the first dump of the logger), the
+    trainer's lock file (:data:`LOCK_FILE`) and the ``<env name>/`` folder of
+    :data:`SETUP_SETTINGS_FILES` (no model, checkpoint, evaluation or anything else)."""
     for entry in os.scandir(folder):
-        if entry.is_file(follow_symlinks=False) and entry.name.endswith(".monitor.csv"):
+        if entry.is_file(follow_symlinks=False) and (entry.name.endswith(".monitor.csv") or entry.name == LOCK_FILE):
             continue
         if entry.name == PROGRESS_FILE and entry.is_file(follow_symlinks=False) and entry.stat().st_size == 0:
             continue

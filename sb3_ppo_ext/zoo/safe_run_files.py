@@ -16,7 +16,8 @@ from stable_baselines3.common.callbacks import CheckpointCallback, EvalCallback
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
 from sb3_ppo_ext.callbacks import RotatingCheckpointCallback
-from sb3_ppo_ext.callbacks.checkpoint import checkpoint_statistics_of
+from sb3_ppo_ext.callbacks.checkpoint import checkpoint_statistics_of, write_model_files
+from sb3_ppo_ext.files import atomic_path
 from sb3_ppo_ext.safe_loading import (
     load_vecnormalize_without_pickles,
     load_without_pickles,
@@ -168,9 +169,16 @@ class SafeRunFilesExperiment(ExperimentManager):
         )
 
     def save_trained_model(self, model: BaseAlgorithm) -> None:
-        """rl-zoo3's saving of the final model (and ``vecnormalize.pkl``), plus the statistics' plain-data twin
-        ``vecnormalize.npz`` beside the pickle."""
-        super().save_trained_model(model)
-        vec_normalize = model.get_vec_normalize_env()
-        if self.normalize and vec_normalize is not None:
-            save_vecnormalize_statistics(vec_normalize, os.path.join(self.params_path, "vecnormalize.npz"))
+        """rl-zoo3's saving of the final model: the same files and lines (``<env>.zip``, ``replay_buffer.pkl`` with
+        ``--save-replay-buffer``, ``<env>/vecnormalize.pkl``), plus the statistics' plain-data twin ``vecnormalize.npz``
+        beside the pickle, each written atomically as the checkpoints are
+        (:func:`~sb3_ppo_ext.callbacks.checkpoint.write_model_files`): the statistics first, the model zip last. rl-zoo3
+        writes them in place, so a process stopped during the save left a cut-short ``<env>.zip`` (0 bytes) that
+        every later ``--resume`` refused."""
+        print(f"Saving to {self.save_path}")
+        if hasattr(model, "save_replay_buffer") and self.save_replay_buffer:
+            print("Saving replay buffer")
+            with atomic_path(os.path.join(self.save_path, "replay_buffer.pkl")) as temporary:
+                model.save_replay_buffer(temporary)
+        statistics = os.path.join(self.params_path, "vecnormalize.pkl") if self.normalize else None
+        write_model_files(model, os.path.join(self.save_path, f"{self.env_name}.zip"), statistics)

@@ -1,5 +1,6 @@
-"""Training stopped before its budget without losing the run: SIGTERM handled as Ctrl-C, and the exception that
-tells the command line what stopped training and with which exit status."""
+"""Training stopped before its budget without losing the run: SIGTERM handled as Ctrl-C (and held back while the
+final model is saved), and the exception that tells the command line what stopped training and with which exit
+status."""
 
 from __future__ import annotations
 
@@ -66,11 +67,40 @@ def sigterm_stops_training(on_signal: Callable[[], None]) -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+@contextmanager
+def sigterm_deferred(on_signal: Callable[[], None]) -> Iterator[None]:
+    """While the block runs, SIGTERM only calls ``on_signal`` (at the first SIGTERM; later ones are ignored): the block
+    runs to its end, and the caller acts on the signal afterwards. For work that a signal must not cut in two, such as
+    writing the final model. Off the main thread, nothing changes (Python runs signal handlers in the main thread
+    only).
+
+    :param on_signal: called at the first SIGTERM, to record that it came.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    received = threading.Event()
+
+    def record(signum: int, frame: Any) -> None:
+        if not received.is_set():
+            received.set()
+            on_signal()
+
+    signal.signal(signal.SIGTERM, record)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 class StoppableExperiment(ExperimentManager):
     """The part of :class:`~sb3_ppo_ext.zoo.experiment.SafeExperimentManager` that SIGTERM or a failed env worker stop
     without losing the run: as after Ctrl-C, learning ends, the envs are closed and the model trained so far is saved
     with its statistics, then :meth:`save_trained_model` raises :class:`TrainingStopped`, which says what stopped
-    training. A worker failure before the first step stops the command at once (nothing trained, nothing to save)."""
+    training. A worker failure before the first step stops the command at once (nothing trained, nothing to save).
+    A SIGTERM that comes while the final model is saved waits for the save to end, then stops the command the same
+    way."""
 
     #: What stopped training before its budget (SIGTERM or the failure of an env worker), once it did.
     stopped_by: str | None = None
@@ -97,16 +127,28 @@ class StoppableExperiment(ExperimentManager):
                 self.stopped_exit_status = WORKER_FAILURE_EXIT_STATUS
 
     def save_trained_model(self, model: BaseAlgorithm) -> None:
-        """rl-zoo3's saving of the final model (the next class's).
+        """rl-zoo3's saving of the final model (the next class's), which a SIGTERM does not cut short: one that comes
+        during the save is held back until the files are written (:func:`sigterm_deferred`).
 
-        :raises TrainingStopped: once saved, when SIGTERM or a failed env worker stopped training (:meth:`learn`).
+        :raises TrainingStopped: once saved, when SIGTERM or a failed env worker stopped training (:meth:`learn`), or
+            a SIGTERM came during the save.
         """
-        super().save_trained_model(model)
+
+        def stopped_by_sigterm_during_save() -> None:
+            if self.stopped_by is None:
+                self.stopped_by = (
+                    f"SIGTERM came while the final model was being saved, at {model.num_timesteps} steps; the save "
+                    "was finished first"
+                )
+                self.stopped_exit_status = SIGTERM_EXIT_STATUS
+
+        with sigterm_deferred(stopped_by_sigterm_during_save):
+            super().save_trained_model(model)
         if self.stopped_by is not None:
             saved = self.normalize and model.get_vec_normalize_env() is not None
-            statistics = " and its VecNormalize statistics" if saved else ""
+            what = "the model and its VecNormalize statistics were" if saved else "the model was"
             raise TrainingStopped(
-                f"{self.stopped_by}; the model{statistics} were saved to {self.save_path}; continue with: "
+                f"{self.stopped_by}; {what} saved to {self.save_path}; continue with: "
                 f"sb3-ppo-ext train --resume {self.save_path}",
                 self.stopped_exit_status,
             )

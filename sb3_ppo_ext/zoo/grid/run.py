@@ -18,10 +18,11 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from sb3_ppo_ext.callbacks.checkpoint import find_latest_checkpoint, list_checkpoints
+from sb3_ppo_ext.callbacks.checkpoint import find_latest_checkpoint, model_zip_defect
 from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, Cell, cell_folders, cell_run_folders, inside_root
 from sb3_ppo_ext.zoo.progress_csv import PROGRESS_FILE
 from sb3_ppo_ext.zoo.resume import run_settings, saved_num_timesteps
+from sb3_ppo_ext.zoo.run_lock import run_folder_trainer
 
 
 def sb3_ppo_ext_command() -> list[str]:
@@ -61,6 +62,9 @@ def run_cell(cell: Cell, root: str) -> str:
         return f"skip  {folder} (done)"
     if _STOPPING.is_set():
         return f"stop  {folder} (not started: the grid was stopped)"
+    busy = _busy_line(folder)
+    if busy is not None:  # a trainer left running (by a grid killed with SIGKILL) still trains the cell: leave it be
+        return busy
     run_folder = _resumable_run(folder)
     if run_folder is not None:
         argv = cell.resume_argv(run_folder)
@@ -88,6 +92,9 @@ def run_cell(cell: Cell, root: str) -> str:
         finally:
             _TRAINING.discard(process)
     wall = time.time() - start
+    busy = _busy_line(folder) if returncode != 0 else None
+    if busy is not None:  # another trainer took the run folder between the check above and this start
+        return busy
     sessions_path = os.path.join(folder, "sessions.jsonl")
     with open(sessions_path, "a", encoding="utf-8") as stream:
         stream.write(json.dumps({"wall_s": round(wall, 1), "exit": returncode, "command": argv}) + "\n")
@@ -95,10 +102,9 @@ def run_cell(cell: Cell, root: str) -> str:
         if _STOPPING.is_set():
             return f"stop  {folder} (stopped after {wall:.0f} s; `run` takes it up again)"
         return f"FAIL  {folder} (exit {returncode}, see train.log)"
-    short = _budget_not_spent(folder)
-    if short is not None:
-        # Ctrl-C ends `train` as rl-zoo3 does: the model trained so far is saved and the exit status is 0.
-        return f"stop  {folder} (stopped at {short[0]} of {short[1]} steps; `run` takes it up again)"
+    unfinished = _why_unfinished(folder)
+    if unfinished is not None:
+        return f"stop  {folder} ({unfinished}; `run` takes it up again)"
     with open(sessions_path, encoding="utf-8") as stream:
         total = sum(json.loads(line)["wall_s"] for line in stream if line.strip())
     with open(done_path, "w", encoding="utf-8") as stream:
@@ -111,31 +117,55 @@ def run_cell(cell: Cell, root: str) -> str:
     return f"done  {folder} ({total:.0f} s{resumed})"
 
 
-def _budget_not_spent(cell_folder: str) -> tuple[int, int] | None:
-    """``(steps trained, budget)`` of a cell whose run saved its final model before spending its budget (stopped by
-    Ctrl-C), else ``None``: a finished run, or one whose final model or settings cannot be read (then ``train``'s
-    exit status stands)."""
+def _busy_line(cell_folder: str) -> str | None:
+    """The line of a cell whose run folder another trainer holds now (its lock, :mod:`~sb3_ppo_ext.zoo.run_lock`),
+    else ``None``. Such a cell is neither failed nor done: the next ``run`` takes it up once that trainer has ended."""
+    for run_folder in cell_run_folders(cell_folder):
+        pid = run_folder_trainer(run_folder)
+        if pid is not None:
+            trainer = f"pid {pid}" if pid else "a trainer starting up"
+            return f"busy  {cell_folder} (trained by {trainer}; `run` takes it up once that trainer has ended)"
+    return None
+
+
+def _why_unfinished(cell_folder: str) -> str | None:
+    """Why a cell whose ``train`` exited 0 is not done: its run saved its final model before spending its budget
+    (stopped by Ctrl-C, which ends ``train`` as rl-zoo3 does: the model saved, exit status 0), or its final model is
+    damaged (``--resume`` then continues from the newest intact checkpoint). ``None`` for a finished run, or one
+    whose settings or final model cannot be found (then ``train``'s exit status stands)."""
     for run_folder in cell_run_folders(cell_folder):
         try:
             params_path, arguments, config = run_settings(run_folder)
-            steps = saved_num_timesteps(params_path + ".zip")
         except (OSError, ValueError):  # ResumeError is a ValueError
+            continue
+        final_model = params_path + ".zip"
+        if not os.path.isfile(final_model):
+            continue
+        defect = model_zip_defect(final_model)
+        if defect is not None:
+            return f"its final model {final_model} is damaged: {defect}"
+        try:
+            steps = saved_num_timesteps(final_model)
+        except ValueError:  # no step count in the zip: not a model this package's `train` wrote
             continue
         budget = arguments.get("n_timesteps")
         if not isinstance(budget, int) or budget <= 0:  # rl-zoo3's -n default (-1): the config's budget
             budget = config.get("n_timesteps")
         if isinstance(budget, (int, float)) and steps < int(budget):
-            return steps, int(budget)
+            return f"stopped at {steps} of {int(budget)} steps"
     return None
 
 
 def _resumable_run(cell_folder: str) -> str | None:
-    """The rl-zoo3 run folder of an unfinished cell when it saved a checkpoint or a final model to continue from (a
-    cell stopped mid-run, or a finished run copied in to be trained on to a larger budget), else ``None``."""
+    """The rl-zoo3 run folder of an unfinished cell when it saved an intact checkpoint or final model to continue from
+    (a cell stopped mid-run, or a finished run copied in to be trained on to a larger budget), else ``None``. A
+    damaged model (a file cut short by a process killed while writing it) does not count: a run with nothing intact
+    to continue from starts again rather than failing at every ``run``."""
     for run_folder in cell_run_folders(cell_folder):
         for args_path in sorted(glob.glob(os.path.join(glob.escape(run_folder), "*", "args.yml"))):
             final_model = os.path.dirname(args_path) + ".zip"
-            if list_checkpoints(run_folder) or os.path.isfile(final_model):
+            intact_final_model = os.path.isfile(final_model) and model_zip_defect(final_model) is None
+            if intact_final_model or find_latest_checkpoint(run_folder) is not None:
                 return run_folder
     return None
 
@@ -226,4 +256,4 @@ def run_grid(cells: Sequence[Cell], root: str, jobs: int) -> bool:
     finally:
         for signum, previous in previous_handlers.items():
             signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
-    return not any(line.startswith(("FAIL", "stop")) for line in outcomes)
+    return not any(line.startswith(("FAIL", "stop", "busy")) for line in outcomes)
