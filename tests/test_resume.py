@@ -367,3 +367,19 @@ def test_appending_csv_output_format_starts_its_rows_on_a_line_of_their_own(tmp_
     path.write_text("a,b\n1,2\n3")
     dump_all(AppendingCSVOutputFormat(str(path)), [{"a": 5, "b": 6}])
     assert path.read_text() == "a,b\n1,2\n3\n5,6\n"
+
+
+def test_resume_names_a_damaged_evaluation_history_or_progress_csv_in_one_line(tmp_path, user_error):
+    run = first_run(tmp_path, 1024)
+    simulate_a_stop_after(run, 512)
+    evaluations = os.path.join(run, "evaluations.npz")
+    whole = open(evaluations, "rb").read()
+    with open(evaluations, "wb") as stream:
+        stream.write(whole[: len(whole) // 2])
+    assert "evaluations.npz: not a readable .npz file" in user_error(["train", "--resume", run, "--no-progress"])
+    with open(evaluations, "wb") as stream:
+        stream.write(whole)
+    with open(os.path.join(run, "progress.csv"), "wb") as stream:
+        stream.write(b"\xff\xfe rollout/ep_rew_mean\n")
+    line = user_error(["train", "--resume", run, "--no-progress"])
+    assert "progress.csv: its header is not UTF-8 text" in line

@@ -21,6 +21,7 @@ from sb3_ppo_ext.pretrained.saving import save_pretrained
 from sb3_ppo_ext.zoo.config.run_files import check_run_folder
 from sb3_ppo_ext.zoo.loading import played_model_statistics
 from sb3_ppo_ext.zoo.registration import register_algorithm
+from sb3_ppo_ext.zoo.resume import read_evaluations
 
 
 def find_zoo_run(folder: str) -> str:
@@ -144,16 +145,16 @@ def _last_evaluation(run: str, *, up_to: int | None) -> dict[str, Any]:
     path = os.path.join(run, "evaluations.npz")
     if not os.path.isfile(path):
         return {}
-    with np.load(path) as evaluations:
-        last = len(evaluations["timesteps"]) - 1
-        if up_to is not None:
-            last = int(np.searchsorted(evaluations["timesteps"], up_to, side="right")) - 1
-        if last < 0:
-            return {}
-        return {
-            "final_eval_mean": float(evaluations["results"][last].mean()),
-            "final_eval_timesteps": int(evaluations["timesteps"][last]),
-        }
+    evaluations = read_evaluations(run)
+    last = len(evaluations["timesteps"]) - 1
+    if up_to is not None:
+        last = int(np.searchsorted(evaluations["timesteps"], up_to, side="right")) - 1
+    if last < 0:
+        return {}
+    return {
+        "final_eval_mean": float(evaluations["results"][last].mean()),
+        "final_eval_timesteps": int(evaluations["timesteps"][last]),
+    }
 
 
 def _checked_env_kwargs(env_id: str, env_kwargs: dict[str, Any], destination: str) -> dict[str, Any]:

@@ -18,6 +18,24 @@ from sb3_ppo_ext.files import atomic_write
 
 #: The file, in the run folder, that :class:`ProgressCSVCallback` writes (SB3's name for its logger's CSV).
 PROGRESS_FILE = "progress.csv"
+#: Most bytes of ``progress.csv``'s header read back (SB3's logger keys, a few kilobytes).
+MAX_HEADER_BYTES = 1 << 20
+
+
+def read_header(filename: str) -> list[str]:
+    """The column names of an existing ``progress.csv`` (its first line, at most :data:`MAX_HEADER_BYTES`).
+
+    :raises ValueError: naming the file, when the header is not UTF-8 text.
+    """
+    with open(filename, "rb") as stream:
+        line = stream.readline(MAX_HEADER_BYTES)
+    try:
+        return line.decode("utf-8").rstrip("\r\n").split(",")
+    except UnicodeDecodeError:
+        raise ValueError(
+            f"{filename}: its header is not UTF-8 text, not a progress.csv SB3's logger wrote; move it aside to "
+            "continue the run with a new one"
+        ) from None
 
 
 class AppendingCSVOutputFormat(CSVOutputFormat):
@@ -44,8 +62,8 @@ class AppendingCSVOutputFormat(CSVOutputFormat):
         self.keys: list[str] = []
         cut_short = False
         if os.path.isfile(filename) and os.path.getsize(filename) > 0:
+            self.keys = read_header(filename)
             with open(filename, "rb") as stream:
-                self.keys = stream.readline().decode("utf-8").rstrip("\r\n").split(self.separator)
                 stream.seek(-1, os.SEEK_END)
                 cut_short = stream.read(1) != b"\n"
         self.file = open(filename, "a", encoding="utf-8")  # closed by close(), as SB3's file

@@ -44,9 +44,12 @@ from stable_baselines3.common.monitor import Monitor
 
 from sb3_ppo_ext.callbacks.checkpoint import find_latest_checkpoint, list_checkpoints, model_zip_defect
 from sb3_ppo_ext.files import atomic_write
-from sb3_ppo_ext.safe_loading import read_zip_data
+from sb3_ppo_ext.safe_loading import load_bounded_npz, read_zip_data
+from sb3_ppo_ext.validation import MAX_EVALUATION_HISTORY_BYTES
+from sb3_ppo_ext.zoo.config.blocks import MAX_N_TIMESTEPS
 from sb3_ppo_ext.zoo.config.run_files import check_run_folder, load_run_yaml
 from sb3_ppo_ext.zoo.options import Option
+from sb3_ppo_ext.zoo.progress_csv import PROGRESS_FILE, read_header
 
 #: The options that may be given with ``--resume`` (``argparse`` destinations): how the run is carried out, not what
 #: it trains. Every other setting comes from the run's ``args.yml`` / ``config.yml``.
@@ -237,6 +240,33 @@ def successes_by_evaluation(n_evaluations: int, successes: Sequence[Any]) -> lis
     return [None] * missing + list(successes)
 
 
+def read_evaluations(run_folder: str) -> dict[str, np.ndarray]:
+    """A run's evaluation history (SB3's ``EvalCallback``'s ``evaluations.npz``), read within
+    :data:`~sb3_ppo_ext.validation.MAX_EVALUATION_HISTORY_BYTES` per array (:func:`load_bounded_npz`) and checked to
+    be one: ``timesteps`` (one per evaluation, finite and non-negative), ``results`` and ``ep_lengths`` (one row per
+    evaluation, the same shape), ``successes`` where the task reports them.
+
+    :raises ValueError: naming the file and what is wrong with it.
+    """
+    path = os.path.join(run_folder, "evaluations.npz")
+    arrays = load_bounded_npz(path, MAX_EVALUATION_HISTORY_BYTES)
+    missing = [key for key in ("timesteps", "results", "ep_lengths") if key not in arrays]
+    if missing:
+        raise ValueError(f"{path}: it has no {', '.join(missing)}; not the evaluation history of SB3's EvalCallback")
+    timesteps, results, lengths = arrays["timesteps"], arrays["results"], arrays["ep_lengths"]
+    if timesteps.ndim != 1 or results.ndim != 2 or len(results) != len(timesteps) or lengths.shape != results.shape:
+        raise ValueError(
+            f"{path}: timesteps {timesteps.shape}, results {results.shape} and ep_lengths {lengths.shape} are not one "
+            "row per evaluation"
+        )
+    for key, values in arrays.items():
+        if values.dtype.kind not in "biuf" or not np.all(np.isfinite(values)):
+            raise ValueError(f"{path}: {key} must hold finite numbers (got {values.dtype})")
+    if np.any(timesteps < 0) or np.any(timesteps > MAX_N_TIMESTEPS):
+        raise ValueError(f"{path}: timesteps must lie in [0, {MAX_N_TIMESTEPS}]")
+    return arrays
+
+
 def restore_evaluation_history(callback: EvalCallback, num_timesteps: int, n_envs: int) -> int:
     """Give ``callback`` the run's evaluations up to ``num_timesteps`` and its place on the evaluation grid.
 
@@ -251,16 +281,14 @@ def restore_evaluation_history(callback: EvalCallback, num_timesteps: int, n_env
     path = None if callback.log_path is None else callback.log_path + ".npz"
     if path is None or not os.path.isfile(path):
         return 0
-    with np.load(path) as saved:
-        keep = np.asarray(saved["timesteps"]) <= num_timesteps
-        callback.evaluations_timesteps = [int(step) for step in np.asarray(saved["timesteps"])[keep]]
-        callback.evaluations_results = [list(row) for row in np.asarray(saved["results"])[keep]]
-        callback.evaluations_length = [list(row) for row in np.asarray(saved["ep_lengths"])[keep]]
-        if "successes" in saved.files:
-            rows = successes_by_evaluation(len(keep), saved["successes"])
-            callback.evaluations_successes = [
-                list(row) for row, kept in zip(rows, keep, strict=True) if kept and row is not None
-            ]
+    saved = read_evaluations(os.path.dirname(path))
+    keep = saved["timesteps"] <= num_timesteps
+    callback.evaluations_timesteps = [int(step) for step in saved["timesteps"][keep]]
+    callback.evaluations_results = [list(row) for row in saved["results"][keep]]
+    callback.evaluations_length = [list(row) for row in saved["ep_lengths"][keep]]
+    if "successes" in saved:
+        rows = successes_by_evaluation(len(keep), list(saved["successes"]))
+        callback.evaluations_successes = [list(row) for row, kept in zip(rows, keep, strict=True) if kept and row is not None]
     if callback.evaluations_results:
         callback.best_mean_reward = float(max(np.mean(row) for row in callback.evaluations_results))
         callback.last_mean_reward = float(np.mean(callback.evaluations_results[-1]))
@@ -385,6 +413,11 @@ class ResumableExperiment(ExperimentManager):
             return
         self.resume_point = find_resume_point(self.save_path, str(self.env_name))
         self.trained_agent, self.continue_training = self.resume_point.model_path, True
+        # The files the continued run reads back, checked before anything is built or trained.
+        if os.path.isfile(os.path.join(self.save_path, "evaluations.npz")):
+            read_evaluations(self.save_path)
+        if os.path.isfile(os.path.join(self.save_path, PROGRESS_FILE)):
+            read_header(os.path.join(self.save_path, PROGRESS_FILE))
 
     def monitors_of(self, *, eval_env: bool, no_log: bool) -> contextlib.AbstractContextManager:
         """While envs are built: a resumed run's training envs continue its monitor files (:class:`ContinuedMonitor`)

@@ -15,13 +15,11 @@ from typing import Any
 import numpy as np
 
 from sb3_ppo_ext.files import atomic_path
-from sb3_ppo_ext.safe_loading.zips import load_bounded_npz
-from sb3_ppo_ext.validation import MAX_EVALUATION_HISTORY_BYTES
 from sb3_ppo_ext.zoo.config.blocks import MAX_N_TIMESTEPS
 from sb3_ppo_ext.zoo.config.run_files import load_run_yaml
 from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, FINAL_EVAL_FILE, cell_folders, cell_run_folders
 from sb3_ppo_ext.zoo.progress_csv import PROGRESS_FILE
-from sb3_ppo_ext.zoo.resume import successes_by_evaluation
+from sb3_ppo_ext.zoo.resume import read_evaluations, successes_by_evaluation
 
 #: SB3's logged training values that ``collect`` adds to each evaluation (the last logged before it), by their name
 #: in SB3's printed tables; in ``progress.csv`` they are ``train/<name>``.
@@ -99,33 +97,6 @@ def read_monitor(path: str) -> tuple[float, list[tuple[float, int]]]:
 
 #: Most characters of a Monitor file's header line (its JSON: t_start, env_id and the info keywords' names).
 MAX_MONITOR_HEADER_CHARACTERS = 1 << 16
-
-
-def read_evaluations(run_folder: str) -> dict[str, np.ndarray]:
-    """A run's evaluation history (SB3's ``EvalCallback``'s ``evaluations.npz``), read within
-    :data:`~sb3_ppo_ext.validation.MAX_EVALUATION_HISTORY_BYTES` per array (:func:`load_bounded_npz`) and checked to
-    be one: ``timesteps`` (one per evaluation, finite and non-negative), ``results`` and ``ep_lengths`` (one row per
-    evaluation, the same shape), ``successes`` where the task reports them.
-
-    :raises ValueError: naming the file and what is wrong with it.
-    """
-    path = os.path.join(run_folder, "evaluations.npz")
-    arrays = load_bounded_npz(path, MAX_EVALUATION_HISTORY_BYTES)
-    missing = [key for key in ("timesteps", "results", "ep_lengths") if key not in arrays]
-    if missing:
-        raise ValueError(f"{path}: it has no {', '.join(missing)}; not the evaluation history of SB3's EvalCallback")
-    timesteps, results, lengths = arrays["timesteps"], arrays["results"], arrays["ep_lengths"]
-    if timesteps.ndim != 1 or results.ndim != 2 or len(results) != len(timesteps) or lengths.shape != results.shape:
-        raise ValueError(
-            f"{path}: timesteps {timesteps.shape}, results {results.shape} and ep_lengths {lengths.shape} are not one "
-            "row per evaluation"
-        )
-    for key, values in arrays.items():
-        if values.dtype.kind not in "biuf" or not np.all(np.isfinite(values)):
-            raise ValueError(f"{path}: {key} must hold finite numbers (got {values.dtype})")
-    if np.any(timesteps < 0) or np.any(timesteps > MAX_N_TIMESTEPS):
-        raise ValueError(f"{path}: timesteps must lie in [0, {MAX_N_TIMESTEPS}]")
-    return arrays
 
 
 def cell_run_folder(cell_folder: str) -> str | None:
