@@ -273,3 +273,24 @@ def test_report_names_a_csv_with_infinite_scores(tmp_path, user_error):
 def test_a_grid_file_value_that_would_change_how_a_cell_runs_is_refused(tmp_path, text, rule):
     with pytest.raises(ValueError, match=rule):
         grid.load_grid(write_grid(tmp_path, text + "\n"))
+
+
+def test_a_line_too_long_is_refused_or_skipped_without_holding_it(tmp_path, user_error, monkeypatch):
+    """Every text file the grid reads is read line by line within MAX_LINE_CHARACTERS (here lowered to 200 so that
+    the test stays small): a long line of a CSV is refused by name, one of train.log skipped."""
+    import importlib
+
+    collect_module = importlib.import_module("sb3_ppo_ext.zoo.grid.collect")  # the module, not grid's collect()
+    monkeypatch.setattr(collect_module, "MAX_LINE_CHARACTERS", 200)
+    run = evaluations_path(tmp_path / "runs").parent
+    log = run.parents[2] / "train.log"
+    log.write_text("x" * 1000 + "\n|    approx_kl | 0.5 |\n|    total_timesteps | 1000 |\n------\n")
+    steps, values = grid.train_log_values(str(log))
+    assert steps.tolist() == [1000] and values["approx_kl"].tolist() == [0.5]
+    (run / "progress.csv").write_text("time/total_timesteps,train/approx_kl\n" + "1" * 1000 + ",0.1\n")
+    message = collect_error(tmp_path, user_error)
+    assert "progress.csv, line 2: longer than 200 characters" in message, message
+    (run / "progress.csv").unlink()
+    path = tmp_path / "a.csv"
+    path.write_text("task,variant,seed,timesteps,episodes,eval_mean,eval_std,wall_s,finished\n" + "T" * 1000 + "\n")
+    assert f"{path}, line 2: longer than 200 characters" in user_error(["grid", "report", str(path)])

@@ -8,9 +8,9 @@ import glob
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -79,8 +79,7 @@ def read_monitor(path: str) -> tuple[float, list[tuple[float, int]]]:
             raise ValueError(f"{path}: line 1 is not a Monitor header (a JSON object with a t_start)") from None
         if not math.isfinite(start):
             raise ValueError(f"{path}: its t_start must be a finite number of seconds, got {start}")
-        reader = csv.DictReader(stream)
-        rows = list(reader)
+        rows = list(_csv_rows(stream, path))
     episodes = []
     for index, row in enumerate(rows):
         try:
@@ -117,6 +116,29 @@ def _task_of_run(run_folder: str) -> str | None:
     return None
 
 
+#: Most characters of one line of a text file the grid reads (``progress.csv``, a collected CSV, ``train.log``): a
+#: row of SB3's logger is a few kilobytes; a crafted 500 MB line would otherwise be held whole in memory.
+MAX_LINE_CHARACTERS = 1 << 20
+
+
+def bounded_lines(stream: IO[str], path: str, *, skip_long: bool = False) -> Iterator[str]:
+    """The lines of an open text file, each read with at most :data:`MAX_LINE_CHARACTERS` characters in memory.
+
+    :param skip_long: leave out a longer line (a log's) rather than refuse the file.
+    :raises ValueError: naming the file and line, for a longer line unless ``skip_long``.
+    """
+    number = 0
+    while line := stream.readline(MAX_LINE_CHARACTERS + 1):
+        number += 1
+        if len(line) <= MAX_LINE_CHARACTERS:
+            yield line
+            continue
+        if not skip_long:
+            raise ValueError(f"{path}, line {number}: longer than {MAX_LINE_CHARACTERS} characters; not a file the grid wrote")
+        while line and not line.endswith("\n"):  # the rest of the long line, read and dropped piece by piece
+            line = stream.readline(MAX_LINE_CHARACTERS + 1)
+
+
 def train_log_values(path: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """The training values SB3 printed in a cell's ``train.log`` (its ``verbose=1`` tables, rounded to 3 or 4
     significant digits): the steps of each table that has ``total_timesteps`` and a training value and, per key of
@@ -127,7 +149,7 @@ def train_log_values(path: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     if not os.path.isfile(path):
         return np.zeros(0, dtype=int), {key: np.zeros(0) for key in TRAIN_LOG_KEYS}
     with open(path, encoding="utf-8", errors="replace") as stream:
-        for line in stream:
+        for line in bounded_lines(stream, path, skip_long=True):
             if line.startswith("|    "):
                 name, _, rest = line[1:].partition("|")
                 table[name.strip()] = rest.strip(" |\n")
@@ -153,13 +175,27 @@ def progress_values(path: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     values: dict[str, list[float]] = {key: [] for key in TRAIN_LOG_KEYS}
     if os.path.isfile(path):
         with open(path, encoding="utf-8", newline="") as stream:
-            for row in csv.DictReader(stream):
+            for row in _csv_rows(stream, path):
                 if not row.get("time/total_timesteps") or not (row.get("train/std") or row.get("train/approx_kl")):
                     continue
                 steps.append(int(float(row["time/total_timesteps"])))
                 for key in TRAIN_LOG_KEYS:
                     values[key].append(float(row.get(f"train/{key}") or "nan"))
     return np.asarray(steps, dtype=int), {key: np.asarray(series, dtype=float) for key, series in values.items()}
+
+
+def _csv_rows(stream: IO[str], path: str) -> Iterator[dict[str, str]]:
+    """The rows of a CSV file as dicts, its lines bounded (:func:`bounded_lines`) and csv's own errors (a field
+    beyond its size limit, a NUL byte) named as the file's."""
+    yield from _checked_csv(csv.DictReader(bounded_lines(stream, path)), path)
+
+
+def _checked_csv(reader: csv.DictReader, path: str) -> Iterator[dict[str, str]]:
+    """``reader``'s rows, a ``csv.Error`` raised as a ValueError naming the file and line."""
+    try:
+        yield from reader
+    except csv.Error as error:
+        raise ValueError(f"{path}, line {reader.line_num}: not a CSV row ({error})") from None
 
 
 def logged_train_values(cell_folder: str, run_folder: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -372,11 +408,11 @@ def read_csv(path: str) -> list[dict[str, Any]]:
     ``None``, and an empty ``wall_s``, evaluation length or training value as NaN."""
     rows = []
     with open(path, encoding="utf-8", newline="") as stream:
-        reader = csv.DictReader(stream)
+        reader = csv.DictReader(bounded_lines(stream, path))
         missing = [key for key in _READ_COLUMNS if key not in (reader.fieldnames or [])]
         if missing:
             raise ValueError(f"{path}: not a CSV of grid collect: it has no column {', '.join(missing)}")
-        for row in reader:
+        for row in _checked_csv(reader, path):
             if None in row:
                 raise ValueError(f"{path}, line {reader.line_num}: more cells than the header has columns")
             try:
