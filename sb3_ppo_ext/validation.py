@@ -161,6 +161,11 @@ MAX_FRAME_STACK = 256
 #: ``FrameSkip`` wrapper; 3 to 8 in practice): each costs a physics step, so 10**9 made one ``step()`` run for hours.
 MAX_FRAME_SKIP = 1000
 
+#: Oldest ONNX opset of an exported policy (``export --opset``, ``ExportPolicyCallback``'s ``opset``): the oldest
+#: torch's ONNX exporter writes. The newest is that of the installed packages
+#: (:func:`sb3_ppo_ext.callbacks.export.newest_onnx_opset`).
+MIN_ONNX_OPSET = 7
+
 
 def _with_hint(error: HyperparameterError, hint: str) -> HyperparameterError:
     return HyperparameterError(f"{error}: {hint}") if hint else error

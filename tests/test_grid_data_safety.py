@@ -280,8 +280,8 @@ def test_a_line_too_long_is_refused_or_skipped_without_holding_it(tmp_path, user
     the test stays small): a long line of a CSV is refused by name, one of train.log skipped."""
     import importlib
 
-    collect_module = importlib.import_module("sb3_ppo_ext.zoo.grid.collect")  # the module, not grid's collect()
-    monkeypatch.setattr(collect_module, "MAX_LINE_CHARACTERS", 200)
+    text_files = importlib.import_module("sb3_ppo_ext.zoo.run_text_files")
+    monkeypatch.setattr(text_files, "MAX_LINE_CHARACTERS", 200)
     run = evaluations_path(tmp_path / "runs").parent
     log = run.parents[2] / "train.log"
     log.write_text("x" * 1000 + "\n|    approx_kl | 0.5 |\n|    total_timesteps | 1000 |\n------\n")

@@ -32,7 +32,7 @@ from stable_baselines3.common.vec_env import VecNormalize, unwrap_vec_normalize
 from sb3_ppo_ext.callbacks._dependencies import require_module
 from sb3_ppo_ext.files import atomic_path, check_writable_dir
 from sb3_ppo_ext.safe_loading import VecNormalizeStatistics, read_vecnormalize_statistics
-from sb3_ppo_ext.validation import check_int
+from sb3_ppo_ext.validation import MIN_ONNX_OPSET, check_int
 
 _MODES = {
     DiagGaussianDistribution: "mean",
@@ -41,6 +41,30 @@ _MODES = {
     MultiCategoricalDistribution: "multi_argmax",
     BernoulliDistribution: "sign",
 }
+
+
+def newest_onnx_opset() -> int | None:
+    """The newest ONNX opset an exported policy can have: the newest the installed onnx knows
+    (``onnx.defs.onnx_opset_version()``), and no newer than torch's ONNX exporter writes (it fails on a newer one);
+    ``None`` without onnx (the export then asks for it)."""
+    try:
+        import onnx  # the export extra
+    except ImportError:
+        return None
+    newest = int(onnx.defs.onnx_opset_version())
+    constants = getattr(th.onnx, "_constants", None)  # torch names its exporter's newest opset only there
+    return min(newest, int(getattr(constants, "ONNX_MAX_OPSET", newest)))
+
+
+def check_onnx_opset(name: str, value: Any) -> int:
+    """Check an ONNX opset: an integer from :data:`MIN_ONNX_OPSET` to :func:`newest_onnx_opset`, and return it."""
+    return check_int(
+        name,
+        value,
+        minimum=MIN_ONNX_OPSET,
+        maximum=newest_onnx_opset(),
+        limit="the newest the installed onnx and torch write",
+    )
 
 
 class DeterministicPolicy(th.nn.Module):
@@ -227,10 +251,11 @@ def export_onnx(model: BaseAlgorithm, path: str, vecnormalize: Statistics = None
     :param model: a trained actor-critic model.
     :param path: output ``.onnx`` file (written atomically).
     :param vecnormalize: see :func:`deterministic_policy`.
-    :param opset: ONNX opset version.
+    :param opset: ONNX opset version (:func:`check_onnx_opset`).
     :return: ``path``.
     """
     require_module("onnx", "export_onnx")
+    check_onnx_opset("opset", opset)
     _check_output_path("path", path)
     module = deterministic_policy(model, vecnormalize)
     with atomic_path(path) as temporary, th.no_grad(), warnings.catch_warnings():
@@ -303,7 +328,7 @@ class ExportPolicyCallback(BaseCallback):
     :param output_dir: folder for the files (created; must be writable).
     :param formats: ``"onnx"``, ``"torchscript"`` or both, as a comma-separated string or a list.
     :param name: file name stem.
-    :param opset: ONNX opset version.
+    :param opset: ONNX opset version (:func:`check_onnx_opset`).
     :param verbose: 0 silent, 1 or more: log the files written.
     """
 
@@ -316,7 +341,7 @@ class ExportPolicyCallback(BaseCallback):
         if not isinstance(name, str) or not name or os.sep in name:
             raise ValueError(f"name must be a non-empty file name without {os.sep!r}, got {name!r}")
         self.name = name
-        self.opset = check_int("opset", opset, minimum=7)
+        self.opset = check_onnx_opset("opset", opset)
         if "onnx" in self.formats:
             require_module("onnx", "ExportPolicyCallback(formats='onnx')")
         #: Paths written by the last export.

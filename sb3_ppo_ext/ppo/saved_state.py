@@ -4,15 +4,23 @@ SB3's PPO loads the saved model (:mod:`~sb3_ppo_ext.ppo.actor_critic_groups`).""
 
 from __future__ import annotations
 
-from typing import Any
+import io
+import os
+import pathlib
+from typing import Any, TypeVar
 
 import torch as th
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.save_util import load_from_zip_file
+from stable_baselines3.common.type_aliases import GymEnv
 
 from sb3_ppo_ext.ppo import actor_critic_groups
 from sb3_ppo_ext.ppo.adaptive import KLAdaptiveLearningRate, KLPenaltyController
+from sb3_ppo_ext.ppo.threads import UpdateThreads, check_update_threads
+from sb3_ppo_ext.validation import HyperparameterError
+
+SelfSavedState = TypeVar("SelfSavedState", bound="SavedState")
 
 
 class SavedState(OnPolicyAlgorithm):
@@ -23,6 +31,41 @@ class SavedState(OnPolicyAlgorithm):
     adaptive_lr: KLAdaptiveLearningRate
     vf_learning_rate: Any
     vf_max_grad_norm: float | None
+    update_threads: UpdateThreads
+
+    @classmethod
+    def load(
+        cls: type[SelfSavedState],
+        path: str | pathlib.Path | io.BufferedIOBase,
+        env: GymEnv | None = None,
+        device: th.device | str = "auto",
+        custom_objects: dict[str, Any] | None = None,
+        print_system_info: bool = False,
+        force_reset: bool = True,
+        **kwargs: Any,
+    ) -> SelfSavedState:
+        """SB3's, with ``update_threads`` checked as the constructor checks it: SB3 sets the saved settings on the
+        model without passing them through ``__init__``, and the update reads this one only when it first runs.
+
+        :raises HyperparameterError: naming the file and the value, for a saved ``update_threads`` the constructor
+            would refuse.
+        """
+        model = super().load(
+            path,
+            env=env,
+            device=device,
+            custom_objects=custom_objects,
+            print_system_info=print_system_info,
+            force_reset=force_reset,
+            **kwargs,
+        )
+        try:
+            check_update_threads(model.update_threads)
+        except HyperparameterError as error:
+            given = "update_threads" in kwargs or "update_threads" in (custom_objects or {})
+            source = "the update_threads given to load" if given else _file_name(path)
+            raise HyperparameterError(f"{source}: {error}") from None
+        return model
 
     def _excluded_save_params(self) -> list[str]:
         # The controllers are saved as their state (``save``); the loss and the guard around the env are rebuilt.
@@ -67,3 +110,8 @@ class SavedState(OnPolicyAlgorithm):
                 params["policy.optimizer"] = actor_critic_groups.to_groups(state, self.policy, critic_lr)
             load_path_or_dict = params
         super().set_parameters(load_path_or_dict, exact_match=exact_match, device=device)
+
+
+def _file_name(path: str | pathlib.Path | io.BufferedIOBase) -> str:
+    """The model file ``path`` names, for messages (``"the model file"`` for a file object)."""
+    return os.fspath(path) if isinstance(path, (str, os.PathLike)) else "the model file"

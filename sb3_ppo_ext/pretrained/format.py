@@ -3,13 +3,17 @@
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import json
 import math
 import os
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.envs.registration import load_env_creator
 
 from sb3_ppo_ext.allow_list import resolve_name
 from sb3_ppo_ext.validation import check_bool, check_env_id, check_frame_stack, check_kwargs
@@ -33,6 +37,26 @@ _AGENT_ENTRY_TYPES: dict[str, type | tuple[type, ...]] = {
     "observation_space": dict,
     "action_space": dict,
 }
+#: Every top-level key of an ``agent.json`` (what :func:`~sb3_ppo_ext.pretrained.saving.save_pretrained` writes);
+#: any other is refused, so that a misspelt one (``normalisation``) is not silently ignored.
+AGENT_KEYS = frozenset(
+    {
+        "format_version",
+        "env_id",
+        *_AGENT_ENTRY_TYPES,
+        "frame_stack",
+        "use_sde",
+        "normalization",
+        "hyperparams",
+        "provenance",
+    }
+)
+#: The keyword arguments ``gymnasium.make`` takes itself rather than passing them to the task.
+MAKE_KEYWORDS: tuple[str, ...] = tuple(
+    name
+    for name, parameter in inspect.signature(gym.make).parameters.items()
+    if name != "id" and parameter.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+)
 
 
 def agent_folder(env_id: str) -> str:
@@ -86,11 +110,12 @@ def read_agent(env_id_or_folder: str) -> tuple[str, dict[str, Any]]:
     """The agent folder and its parsed ``agent.json``, for a shipped env id or an agent folder.
 
     The file is checked before anything uses it: at most :data:`MAX_AGENT_FILE_BYTES` bytes of JSON (a truncated or
-    deeply nested file is refused by name), its ``env_id`` (:func:`~sb3_ppo_ext.validation.check_env_id`), the types
-    of its entries, ``use_sde`` a boolean, ``frame_stack`` ``None`` or at most
-    :data:`~sb3_ppo_ext.validation.MAX_FRAME_STACK` (the bound of config blocks), ``env_kwargs`` without a
-    ``render_mode`` (the player chooses it), ``env_wrapper`` a list of allow-listed wrappers with their keyword
-    arguments (:func:`check_env_wrapper`), and the normalisation statistics (:func:`check_normalization`).
+    deeply nested file is refused by name), no key outside :data:`AGENT_KEYS`, its ``env_id``
+    (:func:`~sb3_ppo_ext.validation.check_env_id`), the types of its entries, ``use_sde`` a boolean, ``frame_stack``
+    ``None`` or at most :data:`~sb3_ppo_ext.validation.MAX_FRAME_STACK` (the bound of config blocks), ``env_kwargs``
+    without a ``render_mode`` (the player chooses it), ``env_wrapper`` a list of allow-listed wrappers with keyword
+    arguments they take (:func:`check_env_wrapper`), and the normalisation statistics (:func:`check_normalization`).
+    Whether the installed task takes ``env_kwargs`` is checked when its env is built (:func:`check_agent_task`).
 
     :raises ValueError: when there is no such agent (naming the env ids that have one), or naming the file, the entry
         and the rule it breaks.
@@ -106,6 +131,9 @@ def read_agent(env_id_or_folder: str) -> tuple[str, dict[str, Any]]:
     agent = _read_json(path)
     if not isinstance(agent, dict):
         raise ValueError(f"{path}: not a JSON object of agent settings")
+    for key in agent:
+        if key not in AGENT_KEYS:
+            raise ValueError(f"{path}: unknown key {key!r}{_did_you_mean(key, AGENT_KEYS)}; the keys are {sorted(AGENT_KEYS)}")
     if agent.get("format_version") != FORMAT_VERSION:
         raise ValueError(f"{path}: format_version {agent.get('format_version')!r}, this version reads {FORMAT_VERSION}")
     check_env_id(agent.get("env_id"), where=path)
@@ -155,7 +183,8 @@ def check_agent_env_kwargs(env_kwargs: Any, *, where: str) -> None:
 
 def check_env_wrapper(env_wrapper: Any, *, where: str) -> None:
     """Check an agent's ``env_wrapper``: a list of one-key ``{class path: keyword arguments}`` objects, each class an
-    allow-listed gymnasium wrapper (:func:`resolve_wrapper`) and each set of arguments a mapping of argument names.
+    allow-listed gymnasium wrapper (:func:`resolve_wrapper`) and each set of arguments a mapping of names the class
+    takes.
 
     :raises ValueError: naming ``where`` and the item.
     """
@@ -169,8 +198,64 @@ def check_env_wrapper(env_wrapper: Any, *, where: str) -> None:
                 f"{where}: env_wrapper items must be one-key {{class path: keyword arguments}} objects, got {item!r}"
             )
         ((path, kwargs),) = item.items()
-        resolve_wrapper(path, where=where)
+        wrapper = resolve_wrapper(path, where=where)
         check_kwargs(f"{where}: env_wrapper {path} arguments", kwargs)
+        accepted = accepted_keywords(wrapper)
+        if accepted is not None:
+            check_keywords(f"{where}: env_wrapper {path}", kwargs, [name for name in accepted if name != "env"])
+
+
+def check_agent_task(agent: Mapping[str, Any], *, where: str) -> None:
+    """Check that the installed task of an agent (its registered ``env_id``) can be loaded and takes every key of its
+    ``env_kwargs`` (or ``gymnasium.make`` does: :data:`MAKE_KEYWORDS`), before any env is built: an ``agent.json``
+    edited to name another task, or to pass it an argument it does not have, is refused by name. A task whose
+    signature takes any keyword (``**kwargs``) is checked only when it is built.
+
+    :param agent: the parsed ``agent.json`` (checked by :func:`read_agent`).
+    :param where: the file, used in the message.
+    :raises ValueError: naming ``where``, the key and the nearest argument the task takes.
+    """
+    env_id = agent["env_id"]
+    try:
+        entry_point = gym.spec(env_id).entry_point
+        creator = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+    except (gym.error.Error, ImportError) as error:  # not registered here, or a missing optional dependency
+        raise ValueError(f"{where}: env_id {env_id!r} cannot be made here: {error}") from None
+    accepted = accepted_keywords(creator) if callable(creator) else None
+    if accepted is not None:
+        tasks_own = [name for name in accepted if name != "render_mode"]  # the player chooses the render mode
+        check_keywords(f"{where}: env_kwargs of {env_id}", agent["env_kwargs"], [*tasks_own, *MAKE_KEYWORDS])
+
+
+def accepted_keywords(creator: Callable[..., Any]) -> list[str] | None:
+    """The names of the keyword arguments ``creator`` (a class or a function) takes, from its signature; ``None``
+    where it takes any (``**kwargs``) or Python cannot read its signature."""
+    try:
+        parameters = inspect.signature(creator).parameters
+    except (TypeError, ValueError):
+        return None
+    if any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values()):
+        return None
+    keyword_kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [name for name, parameter in parameters.items() if parameter.kind in keyword_kinds]
+
+
+def check_keywords(what: str, kwargs: Mapping[str, Any], accepted: Collection[str]) -> None:
+    """Check that every key of ``kwargs`` is one of ``accepted``.
+
+    :param what: what takes the arguments and where they were read, used in the message.
+    :raises ValueError: naming ``what``, the first other key and the nearest accepted one.
+    """
+    for key in kwargs:
+        if key not in accepted:
+            takes = ", ".join(sorted(accepted)) or "none"
+            raise ValueError(f"{what}: no argument {key!r}{_did_you_mean(key, accepted)}; it takes {takes}")
+
+
+def _did_you_mean(key: str, known: Collection[str]) -> str:
+    """`` (did you mean 'x'?)`` for the known name nearest to ``key``, or nothing if none is near."""
+    near = difflib.get_close_matches(key, sorted(known), n=1)
+    return f" (did you mean {near[0]!r}?)" if near else ""
 
 
 def check_normalization(statistics: Any, *, where: str) -> None:

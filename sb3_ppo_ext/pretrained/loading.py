@@ -17,7 +17,14 @@ from stable_baselines3.common.vec_env import VecEnv, VecFrameStack, VecNormalize
 
 from sb3_ppo_ext.plain_data import policy_kwargs_from_data, same_space, space_from_data
 from sb3_ppo_ext.ppo import PPO
-from sb3_ppo_ext.pretrained.format import AGENT_FILE, CRITIC_PREFIXES, WEIGHTS_FILE, read_agent, resolve_wrapper
+from sb3_ppo_ext.pretrained.format import (
+    AGENT_FILE,
+    CRITIC_PREFIXES,
+    WEIGHTS_FILE,
+    check_agent_task,
+    read_agent,
+    resolve_wrapper,
+)
 from sb3_ppo_ext.safe_loading import check_finite_tensors, check_zip_sizes, npz_headers
 
 
@@ -27,9 +34,18 @@ def make_pretrained_env(
     n_envs: int = 1,
     seed: int | None = None,
     render_mode: str | None = None,
+    where: str = AGENT_FILE,
 ) -> VecEnv:
-    """The vectorised env an agent plays: its task, wrappers, frame stack and frozen observation normalisation."""
-    wrappers = [(resolve_wrapper(path), kwargs) for item in agent["env_wrapper"] for path, kwargs in item.items()]
+    """The vectorised env an agent plays: its task, wrappers, frame stack and frozen observation normalisation.
+
+    :param agent: the parsed ``agent.json`` (:func:`~sb3_ppo_ext.pretrained.format.read_agent`).
+    :param where: the ``agent.json`` it was read from, used in messages.
+    :raises ValueError: naming ``where``, for a task that is not installed, does not take the agent's ``env_kwargs``
+        (:func:`~sb3_ppo_ext.pretrained.format.check_agent_task`) or cannot be built with them and its wrappers, and
+        for normalisation statistics of another shape than its observations.
+    """
+    check_agent_task(agent, where=where)
+    wrappers = [(resolve_wrapper(path, where=where), kwargs) for item in agent["env_wrapper"] for path, kwargs in item.items()]
 
     def wrap(env: gym.Env) -> gym.Env:
         for wrapper, kwargs in wrappers:
@@ -39,9 +55,15 @@ def make_pretrained_env(
     env_kwargs = dict(agent["env_kwargs"])
     if render_mode is not None:
         env_kwargs["render_mode"] = render_mode
-    env = make_vec_env(
-        agent["env_id"], n_envs=n_envs, seed=seed, env_kwargs=env_kwargs, wrapper_class=wrap if wrappers else None
-    )
+    try:
+        env = make_vec_env(
+            agent["env_id"], n_envs=n_envs, seed=seed, env_kwargs=env_kwargs, wrapper_class=wrap if wrappers else None
+        )
+    except (TypeError, ValueError, ImportError) as error:  # what the task or a wrapper refuses as it is built
+        raise ValueError(
+            f"{where}: its task {agent['env_id']!r} cannot be built with its env_kwargs {agent['env_kwargs']} and "
+            f"env_wrapper {agent['env_wrapper']}: {error}"
+        ) from error
     if agent.get("frame_stack"):
         env = VecFrameStack(env, int(agent["frame_stack"]))
     statistics = agent.get("normalization")
@@ -60,7 +82,7 @@ def make_pretrained_env(
         if obs_rms.mean.shape != env.observation_space.shape:
             env.close()
             raise ValueError(
-                f"the agent's normalisation statistics have shape {obs_rms.mean.shape}, the env's "
+                f"{where}: its normalisation statistics have shape {obs_rms.mean.shape}, the env's "
                 f"observations {env.observation_space.shape}"
             )
     return env
@@ -92,13 +114,13 @@ def load_pretrained(
     headers = read_weight_headers(weights_file)
     agent_spaces = {name: space_from_data(agent[name], where=agent_file) for name in ("observation_space", "action_space")}
     policy_kwargs = policy_kwargs_from_data(agent["policy_kwargs"], where=agent_file)
-    env = make_pretrained_env(agent, n_envs=n_envs, seed=seed, render_mode=render_mode)
+    env = make_pretrained_env(agent, n_envs=n_envs, seed=seed, render_mode=render_mode, where=agent_file)
     for name, space in agent_spaces.items():
         if not same_space(getattr(env, name), space):
             env.close()
             raise ValueError(
-                f"the {name} of {agent['env_id']} ({getattr(env, name)}) is not the agent's ({space}): the "
-                f"task changed since the agent was trained"
+                f"{agent_file}: the {name} of {agent['env_id']} ({getattr(env, name)}) is not the agent's "
+                f"({space}): the task changed since the agent was trained, or env_id names another task"
             )
     model = PPO(
         agent["policy"],

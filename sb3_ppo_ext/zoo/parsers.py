@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from sb3_ppo_ext.callbacks.export import check_onnx_opset
+from sb3_ppo_ext.validation import MIN_ONNX_OPSET, HyperparameterError
 from sb3_ppo_ext.zoo.config.command_line import SafeStoreDict
 from sb3_ppo_ext.zoo.options import DEBUG, Option
 from sb3_ppo_ext.zoo.patching import patched_zoo_module
@@ -30,6 +32,26 @@ def at_least_one(value: str, hint: str = "") -> int:
 def n_timesteps(value: str) -> int:
     """``-n`` of ``train`` / ``optimize``: at least 1 (rl-zoo3 ignores a value <= 0 and trains the config's budget)."""
     return at_least_one(value, " (leave -n out to train the config's n_timesteps)")
+
+
+def onnx_opset(value: str) -> int:
+    """``--opset`` of ``export``: an ONNX opset the installed onnx and torch write
+    (:func:`~sb3_ppo_ext.callbacks.export.check_onnx_opset`), checked before anything is loaded."""
+    try:
+        return check_onnx_opset("opset", int(value))
+    except HyperparameterError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+#: ``--opset`` of ``export``, with and without ``--pretrained``.
+OPSET: Option = (
+    ("--opset",),
+    {
+        "type": onnx_opset,
+        "default": 17,
+        "help": f"ONNX opset version, from {MIN_ONNX_OPSET} to the newest the installed onnx and torch write (default 17)",
+    },
+)
 
 
 #: rl-zoo3's train options as ``train`` / ``optimize`` show and check them: option string -> attributes of its action.

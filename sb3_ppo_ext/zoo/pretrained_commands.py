@@ -14,7 +14,7 @@ from sb3_ppo_ext.callbacks import export_onnx
 from sb3_ppo_ext.callbacks._media import env_fps, mp4_writer
 from sb3_ppo_ext.envs._bullet import display_available
 from sb3_ppo_ext.pretrained import load_pretrained, play, summarise_episodes
-from sb3_ppo_ext.zoo.parsers import add_debug_option, at_least_one
+from sb3_ppo_ext.zoo.parsers import OPSET, add_debug_option, at_least_one
 
 
 def _positive(value: str) -> int:
@@ -183,7 +183,7 @@ def export_pretrained(argv: Sequence[str]) -> None:
     parser.add_argument(
         "-o", "--output", help="ONNX file (default: <env>-pretrained.onnx here, numbered instead of replacing an earlier one)"
     )
-    parser.add_argument("--opset", type=int, default=17, help="ONNX opset version")
+    parser.add_argument(*OPSET[0], **OPSET[1])
     args = parser.parse_args(list(argv))
     model, env = load_pretrained(args.env, seed=args.seed)
     output = args.output or _default_output(args.env, ".", ".onnx")

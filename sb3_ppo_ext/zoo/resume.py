@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import glob
+import math
 import os
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -50,6 +51,7 @@ from sb3_ppo_ext.zoo.config.blocks import MAX_N_TIMESTEPS
 from sb3_ppo_ext.zoo.config.run_files import check_run_folder, load_run_yaml
 from sb3_ppo_ext.zoo.options import Option
 from sb3_ppo_ext.zoo.progress_csv import PROGRESS_FILE, read_header
+from sb3_ppo_ext.zoo.run_text_files import read_monitor
 
 #: The options that may be given with ``--resume`` (``argparse`` destinations): how the run is carried out, not what
 #: it trains. Every other setting comes from the run's ``args.yml`` / ``config.yml``.
@@ -322,16 +324,31 @@ def monitor_file_path(filename: str) -> str:
 
 
 def last_elapsed_time(path: str) -> float:
-    """The ``t`` column of the last row of a monitor file (0 when it has no row)."""
+    """The ``t`` column of the last row of a monitor file (0 when it has no row): the continued rows count on from it.
+
+    The file is checked first as ``grid collect`` and ``plot`` read it
+    (:func:`~sb3_ppo_ext.zoo.run_text_files.read_monitor`: a JSON header with a finite ``t_start``, rows of finite
+    ``t``), and the last ``t`` must be a finite number >= 0: a continued clock that starts from a NaN or an infinity
+    writes only NaN or infinite times.
+
+    :raises ResumeError: naming the file and what is wrong with it.
+    """
+    try:
+        read_monitor(path)
+    except ValueError as error:
+        raise ResumeError(f"--resume: {error}; not a monitor file a run can continue") from None
     with open(path, encoding="utf-8") as stream:
         lines = [line for line in stream.read().splitlines() if line and not line.startswith("#")]
     if len(lines) < 2:  # the column names only
         return 0.0
     columns = lines[0].split(",")
     try:
-        return float(lines[-1].split(",")[columns.index("t")])
+        elapsed = float(lines[-1].split(",")[columns.index("t")])
     except (ValueError, IndexError):
         raise ResumeError(f"--resume: {path} is not a monitor file SB3 wrote (its last row has no elapsed time)") from None
+    if not math.isfinite(elapsed) or elapsed < 0:
+        raise ResumeError(f"--resume: {path}: the elapsed time t of its last row must be a finite number >= 0, got {elapsed}")
+    return elapsed
 
 
 @contextlib.contextmanager
@@ -418,6 +435,8 @@ class ResumableExperiment(ExperimentManager):
             read_evaluations(self.save_path)
         if os.path.isfile(os.path.join(self.save_path, PROGRESS_FILE)):
             read_header(os.path.join(self.save_path, PROGRESS_FILE))
+        for monitor_file in glob.glob(os.path.join(glob.escape(self.save_path), f"*{Monitor.EXT}")):
+            last_elapsed_time(monitor_file)  # here, not first in an env worker process
 
     def monitors_of(self, *, eval_env: bool, no_log: bool) -> contextlib.AbstractContextManager:
         """While envs are built: a resumed run's training envs continue its monitor files (:class:`ContinuedMonitor`)

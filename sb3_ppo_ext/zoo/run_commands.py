@@ -24,6 +24,7 @@ from sb3_ppo_ext.zoo.loading import PlayedRunLoading, played_model_statistics
 from sb3_ppo_ext.zoo.options import DEBUG, TRUST_PICKLES
 from sb3_ppo_ext.zoo.parsers import (
     DEFAULT_LOG_FOLDER,
+    OPSET,
     PLAY_OPTION_CHANGES,
     add_debug_option,
     asks_help,
@@ -171,7 +172,7 @@ def export(argv: Sequence[str]) -> None:
     which.add_argument("--load-checkpoint", type=int, help="export the checkpoint of this many timesteps")
     which.add_argument("--load-last-checkpoint", action="store_true", help="export the latest checkpoint")
     parser.add_argument("-o", "--output", help="ONNX file (default: next to the model, with .onnx)")
-    parser.add_argument("--opset", type=int, default=17, help="ONNX opset version")
+    parser.add_argument(*OPSET[0], **OPSET[1])
     parser.add_argument(*TRUST_PICKLES[0], **TRUST_PICKLES[1])
     args = parser.parse_args(list(argv))
 

@@ -8,9 +8,9 @@ import glob
 import json
 import math
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
@@ -20,6 +20,7 @@ from sb3_ppo_ext.zoo.config.run_files import load_run_yaml
 from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, FINAL_EVAL_FILE, cell_folders, cell_run_folders
 from sb3_ppo_ext.zoo.progress_csv import PROGRESS_FILE
 from sb3_ppo_ext.zoo.resume import read_evaluations, successes_by_evaluation
+from sb3_ppo_ext.zoo.run_text_files import bounded_lines, checked_csv_rows, csv_rows, read_monitor
 
 #: SB3's logged training values that ``collect`` adds to each evaluation (the last logged before it), by their name
 #: in SB3's printed tables; in ``progress.csv`` they are ``train/<name>``.
@@ -64,40 +65,6 @@ def training_clock(run_folder: str) -> tuple[np.ndarray, np.ndarray]:
     return np.cumsum(np.asarray(lengths)[order]), np.asarray(ends)[order] - min(starts)
 
 
-def read_monitor(path: str) -> tuple[float, list[tuple[float, int]]]:
-    """A ``*.monitor.csv`` file of SB3's ``Monitor``: its start time (``t_start`` of its JSON header) and each
-    episode's end time since then (``t``) and length (``l``). A last row cut short (the file is being written) is left
-    out.
-
-    :raises ValueError: naming the file and line, for a header or row that is not the Monitor's.
-    """
-    with open(path, encoding="utf-8", errors="replace") as stream:
-        try:
-            header = json.loads(stream.readline(MAX_MONITOR_HEADER_CHARACTERS).lstrip("#"))
-            start = float(header["t_start"])
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-            raise ValueError(f"{path}: line 1 is not a Monitor header (a JSON object with a t_start)") from None
-        if not math.isfinite(start):
-            raise ValueError(f"{path}: its t_start must be a finite number of seconds, got {start}")
-        rows = list(_csv_rows(stream, path))
-    episodes = []
-    for index, row in enumerate(rows):
-        try:
-            end, length = float(row["t"]), int(row["l"])
-            if not math.isfinite(end) or length < 0:
-                raise ValueError
-        except (KeyError, TypeError, ValueError):
-            if index == len(rows) - 1:  # the row being written
-                break
-            raise ValueError(f"{path}, episode {index + 1}: not a Monitor row of t and l ({row})") from None
-        episodes.append((end, length))
-    return start, episodes
-
-
-#: Most characters of a Monitor file's header line (its JSON: t_start, env_id and the info keywords' names).
-MAX_MONITOR_HEADER_CHARACTERS = 1 << 16
-
-
 def cell_run_folder(cell_folder: str) -> str | None:
     """rl-zoo3's ``<algo>/<env>_<n>`` folder inside a cell folder (the newest when there are several)."""
     evaluated = [run for run in cell_run_folders(cell_folder) if os.path.isfile(os.path.join(run, "evaluations.npz"))]
@@ -114,29 +81,6 @@ def _task_of_run(run_folder: str) -> str | None:
         if isinstance(env_id, str):
             return env_id
     return None
-
-
-#: Most characters of one line of a text file the grid reads (``progress.csv``, a collected CSV, ``train.log``): a
-#: row of SB3's logger is a few kilobytes; a crafted 500 MB line would otherwise be held whole in memory.
-MAX_LINE_CHARACTERS = 1 << 20
-
-
-def bounded_lines(stream: IO[str], path: str, *, skip_long: bool = False) -> Iterator[str]:
-    """The lines of an open text file, each read with at most :data:`MAX_LINE_CHARACTERS` characters in memory.
-
-    :param skip_long: leave out a longer line (a log's) rather than refuse the file.
-    :raises ValueError: naming the file and line, for a longer line unless ``skip_long``.
-    """
-    number = 0
-    while line := stream.readline(MAX_LINE_CHARACTERS + 1):
-        number += 1
-        if len(line) <= MAX_LINE_CHARACTERS:
-            yield line
-            continue
-        if not skip_long:
-            raise ValueError(f"{path}, line {number}: longer than {MAX_LINE_CHARACTERS} characters; not a file the grid wrote")
-        while line and not line.endswith("\n"):  # the rest of the long line, read and dropped piece by piece
-            line = stream.readline(MAX_LINE_CHARACTERS + 1)
 
 
 def train_log_values(path: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -175,27 +119,13 @@ def progress_values(path: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     values: dict[str, list[float]] = {key: [] for key in TRAIN_LOG_KEYS}
     if os.path.isfile(path):
         with open(path, encoding="utf-8", newline="") as stream:
-            for row in _csv_rows(stream, path):
+            for row in csv_rows(stream, path):
                 if not row.get("time/total_timesteps") or not (row.get("train/std") or row.get("train/approx_kl")):
                     continue
                 steps.append(int(float(row["time/total_timesteps"])))
                 for key in TRAIN_LOG_KEYS:
                     values[key].append(float(row.get(f"train/{key}") or "nan"))
     return np.asarray(steps, dtype=int), {key: np.asarray(series, dtype=float) for key, series in values.items()}
-
-
-def _csv_rows(stream: IO[str], path: str) -> Iterator[dict[str, str]]:
-    """The rows of a CSV file as dicts, its lines bounded (:func:`bounded_lines`) and csv's own errors (a field
-    beyond its size limit, a NUL byte) named as the file's."""
-    yield from _checked_csv(csv.DictReader(bounded_lines(stream, path)), path)
-
-
-def _checked_csv(reader: csv.DictReader, path: str) -> Iterator[dict[str, str]]:
-    """``reader``'s rows, a ``csv.Error`` raised as a ValueError naming the file and line."""
-    try:
-        yield from reader
-    except csv.Error as error:
-        raise ValueError(f"{path}, line {reader.line_num}: not a CSV row ({error})") from None
 
 
 def logged_train_values(cell_folder: str, run_folder: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -412,7 +342,7 @@ def read_csv(path: str) -> list[dict[str, Any]]:
         missing = [key for key in _READ_COLUMNS if key not in (reader.fieldnames or [])]
         if missing:
             raise ValueError(f"{path}: not a CSV of grid collect: it has no column {', '.join(missing)}")
-        for row in _checked_csv(reader, path):
+        for row in checked_csv_rows(reader, path):
             if None in row:
                 raise ValueError(f"{path}, line {reader.line_num}: more cells than the header has columns")
             try:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from sb3_ppo_ext.pretrained import evaluate_agent
 from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, FINAL_EVAL_FILE, FINAL_EVAL_SEED, cell_folders
+from sb3_ppo_ext.zoo.grid.collect import read_json_object
 from sb3_ppo_ext.zoo.packing import save_pretrained_from_run
 
 
@@ -23,16 +24,13 @@ def evaluate_cells(root: str, episodes: int, tasks: Sequence[str] | None = None)
         done_path = os.path.join(seed_folder, DONE_FILE)
         if not os.path.isfile(done_path):
             continue
-        with open(done_path, encoding="utf-8") as stream:
-            task = json.load(stream)["task"]
+        task = read_json_object(done_path, {"task": (str,)})["task"]
         if tasks and task not in tasks:
             continue
         final_path = os.path.join(seed_folder, FINAL_EVAL_FILE)
-        if os.path.isfile(final_path):
-            with open(final_path, encoding="utf-8") as stream:
-                if json.load(stream)["episodes"] == episodes:
-                    lines.append(f"skip  {seed_folder} (evaluated)")
-                    continue
+        if os.path.isfile(final_path) and read_json_object(final_path, {"episodes": (int,)})["episodes"] == episodes:
+            lines.append(f"skip  {seed_folder} (evaluated)")
+            continue
         with tempfile.TemporaryDirectory() as agent:
             try:
                 facts = save_pretrained_from_run(seed_folder, agent)
@@ -49,21 +47,24 @@ def evaluate_cells(root: str, episodes: int, tasks: Sequence[str] | None = None)
 def shared_failures(root: str) -> list[str]:
     """Per task and variant, the starts of the final evaluations (``evaluate``: the same starts for every cell) that
     failed for every seed, and for all but one: hard starts rather than one policy's slips. From the
-    ``failed_episodes`` of each finished cell's ``final_eval.json`` (tasks that report success)."""
+    ``failed_episodes`` of each finished cell's ``final_eval.json`` (tasks that report success); a cell without
+    ``done.json`` (being trained further) is left out, as its ``final_eval.json`` is of a model it has moved past.
+
+    :raises ValueError: naming the file, for a ``done.json`` or ``final_eval.json`` that is not what ``run`` and
+        ``evaluate`` write.
+    """
     failed: dict[tuple[str, str], dict[int, dict[int, str]]] = {}
     for seed_folder in cell_folders(root):
         final_path = os.path.join(seed_folder, FINAL_EVAL_FILE)
-        if not os.path.isfile(final_path):
+        done_path = os.path.join(seed_folder, DONE_FILE)
+        if not os.path.isfile(final_path) or not os.path.isfile(done_path):
             continue
-        with open(final_path, encoding="utf-8") as stream:
-            final = json.load(stream)
-        if "failed_episodes" not in final:
+        if "failed_episodes" not in read_json_object(final_path, {}):
             continue
-        with open(os.path.join(seed_folder, DONE_FILE), encoding="utf-8") as stream:
-            task = json.load(stream)["task"]
+        task = read_json_object(done_path, {"task": (str,)})["task"]
         variant = os.path.basename(os.path.dirname(seed_folder))
-        seed = int(seed_folder.rsplit("_", 1)[1])
-        failed.setdefault((task, variant), {})[seed] = {int(index): why for index, why in final["failed_episodes"].items()}
+        seed = _seed_of(seed_folder)
+        failed.setdefault((task, variant), {})[seed] = _failed_episodes(final_path)
     lines = []
     for (task, variant), per_seed in sorted(failed.items()):
         counts: dict[int, int] = {}
@@ -78,3 +79,32 @@ def shared_failures(root: str) -> list[str]:
             f"{len(counts)} starts; failed by every seed: {every}; by all but one: {all_but_one}"
         )
     return lines
+
+
+def _seed_of(seed_folder: str) -> int:
+    """The seed of a cell folder (``seed_<n>``).
+
+    :raises ValueError: naming the folder, where ``<n>`` is not a whole number.
+    """
+    number = os.path.basename(seed_folder).removeprefix("seed_")
+    if not (number.isascii() and number.isdigit()):
+        raise ValueError(f"{seed_folder}: not a cell folder (seed_<n>, with <n> a whole number)")
+    return int(number)
+
+
+def _failed_episodes(final_path: str) -> dict[int, str]:
+    """The ``failed_episodes`` of a cell's ``final_eval.json``: episode index -> why it failed, as
+    :func:`~sb3_ppo_ext.pretrained.evaluate_agent` writes them (an object of index strings to reason strings).
+
+    :raises ValueError: naming the file, for any other shape.
+    """
+    episodes = read_json_object(final_path, {"failed_episodes": (dict,)})["failed_episodes"]
+    failed = {}
+    for index, why in episodes.items():
+        if not (index.isascii() and index.isdigit()) or not isinstance(why, str):
+            raise ValueError(
+                f"{final_path}: failed_episodes must map episode indices (whole numbers) to reasons (strings), "
+                f"got {index!r}: {why!r}"
+            )
+        failed[int(index)] = why
+    return failed
