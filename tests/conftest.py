@@ -1,4 +1,5 @@
 import os
+import shutil
 
 import pytest
 
@@ -54,3 +55,14 @@ def refused_within():
         return raised.value, seconds, grown
 
     return run
+
+
+@pytest.fixture
+def shipped_agent_copy(tmp_path):
+    """A copy of the shipped Pendulum-v1 agent folder, to edit (tests of tampered or damaged agent files)."""
+    from sb3_ppo_ext.pretrained import read_agent
+
+    source, _ = read_agent("Pendulum-v1")
+    folder = tmp_path / "agent"
+    shutil.copytree(source, folder)
+    return folder

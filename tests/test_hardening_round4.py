@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import zipfile
 
 import pytest
+from test_untrusted_files import rewrite_agent
 
 from sb3_ppo_ext import PPO
 from sb3_ppo_ext.callbacks import ExportPolicyCallback
 from sb3_ppo_ext.callbacks.export import check_onnx_opset, newest_onnx_opset
-from sb3_ppo_ext.pretrained import load_pretrained, play, read_agent
+from sb3_ppo_ext.pretrained import load_pretrained, play
 from sb3_ppo_ext.validation import MIN_ONNX_OPSET, HyperparameterError
 from sb3_ppo_ext.zoo import grid
 
@@ -127,21 +127,6 @@ def test_an_update_threads_given_to_load_is_named_as_given(cartpole_zip):
 
 
 # --- agent.json: the task, its arguments, its wrappers and its keys ----------------------------------------------
-
-
-@pytest.fixture
-def shipped_agent_copy(tmp_path):
-    source, _ = read_agent("Pendulum-v1")
-    folder = tmp_path / "agent"
-    shutil.copytree(source, folder)
-    return folder
-
-
-def rewrite_agent(folder, change) -> None:
-    path = folder / "agent.json"
-    agent = json.loads(path.read_text())
-    change(agent)
-    path.write_text(json.dumps(agent))
 
 
 def enjoy(folder) -> list[str]:

@@ -167,14 +167,6 @@ def test_env_ids_that_import_a_module_are_refused(refused):
         check_env_id(refused, where="agent.json")
 
 
-@pytest.fixture
-def shipped_agent_copy(tmp_path):
-    source, _ = read_agent("Pendulum-v1")
-    folder = tmp_path / "agent"
-    shutil.copytree(source, folder)
-    return folder
-
-
 def rewrite_agent(folder, change) -> None:
     path = folder / "agent.json"
     agent = json.loads(path.read_text())

@@ -353,6 +353,17 @@ def cell_folders(root: str) -> list[str]:
     return sorted(glob.glob(os.path.join(glob.escape(root), "*", "*", "seed_*")))
 
 
+def cell_seed(seed_folder: str) -> int:
+    """The seed of a cell folder (``seed_<n>``).
+
+    :raises ValueError: naming the folder, where ``<n>`` is not a whole number.
+    """
+    number = os.path.basename(seed_folder).removeprefix("seed_")
+    if not (number.isascii() and number.isdigit()):
+        raise ValueError(f"{seed_folder}: not a cell folder (seed_<n>, with <n> a whole number)")
+    return int(number)
+
+
 def cell_run_folders(cell_folder: str) -> list[str]:
     """rl-zoo3's run folders inside a cell folder (``<cell>/<algo>/<env>_<n>``), in name order."""
     return sorted(path for path in glob.glob(os.path.join(glob.escape(cell_folder), "*", "*")) if os.path.isdir(path))

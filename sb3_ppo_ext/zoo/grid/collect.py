@@ -17,7 +17,7 @@ import numpy as np
 from sb3_ppo_ext.files import atomic_path
 from sb3_ppo_ext.zoo.config.blocks import MAX_N_TIMESTEPS
 from sb3_ppo_ext.zoo.config.run_files import load_run_yaml
-from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, FINAL_EVAL_FILE, cell_folders, cell_run_folders
+from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, FINAL_EVAL_FILE, cell_folders, cell_run_folders, cell_seed
 from sb3_ppo_ext.zoo.progress_csv import PROGRESS_FILE
 from sb3_ppo_ext.zoo.resume import read_evaluations, successes_by_evaluation
 from sb3_ppo_ext.zoo.run_text_files import bounded_lines, checked_csv_rows, csv_rows, read_monitor
@@ -172,9 +172,11 @@ def collect(root: str) -> list[dict[str, Any]]:
     return rows
 
 
-def read_json_object(path: str, required: dict[str, tuple[type, ...]]) -> dict[str, Any]:
-    """The JSON object in ``path`` (a cell's ``done.json`` or ``final_eval.json``), with each key of ``required`` of
-    one of its types (a finite number where the types are numbers).
+def read_json_object(
+    path: str, required: dict[str, tuple[type, ...]], optional: dict[str, tuple[type, ...]] | None = None
+) -> dict[str, Any]:
+    """The JSON object in ``path`` (a cell's ``done.json`` or ``final_eval.json``), with each key of ``required``, and
+    each key of ``optional`` it holds, of one of its types (a finite number where the types are numbers).
 
     :raises ValueError: naming the file and the key.
     """
@@ -188,7 +190,8 @@ def read_json_object(path: str, required: dict[str, tuple[type, ...]]) -> dict[s
         raise ValueError(f"{path}: not JSON ({error})") from None
     if not isinstance(value, dict):
         raise ValueError(f"{path}: must hold a JSON object, got {type(value).__name__}")
-    for key, types in required.items():
+    present = {key: types for key, types in (optional or {}).items() if key in value}
+    for key, types in {**required, **present}.items():
         item = value.get(key)
         if isinstance(item, bool) or not isinstance(item, types):
             names = " or ".join(kind.__name__ for kind in types)
@@ -221,7 +224,7 @@ class _CellOfRows:
         finished = os.path.isfile(done_path)
         if finished:
             task = read_json_object(done_path, {"task": (str,)})["task"]
-        return cls(task, variant, int(seed_folder.rsplit("_", 1)[1]), finished)
+        return cls(task, variant, cell_seed(seed_folder), finished)
 
     def row(self, kind: str, values: dict[str, Any], train_values: dict[str, float]) -> dict[str, Any]:
         """One CSV row of this cell (:data:`CSV_FIELDS` order): ``kind``, the evaluation's ``values`` (``timesteps``
@@ -269,12 +272,12 @@ def _final_row(cell: _CellOfRows, final_path: str) -> dict[str, Any]:
     """The row of a finished cell's final evaluation (``final_eval.json``); it has no training values."""
     number = (int, float)
     final = read_json_object(
-        final_path, {"timesteps": (int,), "episodes": (int,), "mean_return": number, "std_return": number}
+        final_path,
+        {"timesteps": (int,), "episodes": (int,), "mean_return": number, "std_return": number},
+        optional={"successes": (int,)},
     )
     if final["episodes"] < 1 or not 0 <= final["timesteps"] <= MAX_N_TIMESTEPS:
         raise ValueError(f"{final_path}: episodes must be >= 1 and timesteps in [0, {MAX_N_TIMESTEPS}]")
-    if "successes" in final:
-        read_json_object(final_path, {"successes": (int,)})
     values = {
         "timesteps": final["timesteps"],
         "episodes": final["episodes"],

@@ -7,9 +7,10 @@ import json
 import os
 import tempfile
 from collections.abc import Sequence
+from typing import Any
 
 from sb3_ppo_ext.pretrained import evaluate_agent
-from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, FINAL_EVAL_FILE, FINAL_EVAL_SEED, cell_folders
+from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, FINAL_EVAL_FILE, FINAL_EVAL_SEED, cell_folders, cell_seed
 from sb3_ppo_ext.zoo.grid.collect import read_json_object
 from sb3_ppo_ext.zoo.packing import save_pretrained_from_run
 
@@ -59,12 +60,13 @@ def shared_failures(root: str) -> list[str]:
         done_path = os.path.join(seed_folder, DONE_FILE)
         if not os.path.isfile(final_path) or not os.path.isfile(done_path):
             continue
-        if "failed_episodes" not in read_json_object(final_path, {}):
+        final = read_json_object(final_path, {}, optional={"failed_episodes": (dict,)})
+        if "failed_episodes" not in final:
             continue
         task = read_json_object(done_path, {"task": (str,)})["task"]
         variant = os.path.basename(os.path.dirname(seed_folder))
-        seed = _seed_of(seed_folder)
-        failed.setdefault((task, variant), {})[seed] = _failed_episodes(final_path)
+        seed = cell_seed(seed_folder)
+        failed.setdefault((task, variant), {})[seed] = _failed_episodes(final_path, final["failed_episodes"])
     lines = []
     for (task, variant), per_seed in sorted(failed.items()):
         counts: dict[int, int] = {}
@@ -81,24 +83,12 @@ def shared_failures(root: str) -> list[str]:
     return lines
 
 
-def _seed_of(seed_folder: str) -> int:
-    """The seed of a cell folder (``seed_<n>``).
-
-    :raises ValueError: naming the folder, where ``<n>`` is not a whole number.
-    """
-    number = os.path.basename(seed_folder).removeprefix("seed_")
-    if not (number.isascii() and number.isdigit()):
-        raise ValueError(f"{seed_folder}: not a cell folder (seed_<n>, with <n> a whole number)")
-    return int(number)
-
-
-def _failed_episodes(final_path: str) -> dict[int, str]:
-    """The ``failed_episodes`` of a cell's ``final_eval.json``: episode index -> why it failed, as
-    :func:`~sb3_ppo_ext.pretrained.evaluate_agent` writes them (an object of index strings to reason strings).
+def _failed_episodes(final_path: str, episodes: dict[str, Any]) -> dict[int, str]:
+    """The ``failed_episodes`` object of a cell's ``final_eval.json`` (``final_path``) as episode index -> why it
+    failed, as :func:`~sb3_ppo_ext.pretrained.evaluate_agent` writes them (index strings to reason strings).
 
     :raises ValueError: naming the file, for any other shape.
     """
-    episodes = read_json_object(final_path, {"failed_episodes": (dict,)})["failed_episodes"]
     failed = {}
     for index, why in episodes.items():
         if not (index.isascii() and index.isdigit()) or not isinstance(why, str):
