@@ -2,7 +2,8 @@
 
 Not a test: prints two tables.
 
-**Own cost** (Walker2D, Humanoid and RocketLander, side by side in one run). For each task:
+**Own cost** (by default Walker2D, Humanoid and RocketLander, side by side in one run; ``--env`` names other bundled
+ids, e.g. ``sb3_ppo_ext/RocketLanderDiscrete-v0``). For each task:
 
 * ``env``: ``gym.make(<id>)`` as a user gets it (time limit, order enforcing and the passive env checker
   included), stepped with seeded uniform random actions and reset (unseeded) whenever an episode ends;
@@ -22,12 +23,16 @@ Both are timed in alternating rounds, in this process's CPU time (``--clock wall
 other processes hits them alike and the time slices they take count for neither; the table shows the median over
 rounds of each rate and of the per-round ratio.
 
-**Reference** (Walker2D and Humanoid): ``ours`` against pybullet_envs_gymnasium's equivalent under the same loop and
-actions, and ``ceiling``, the ``stepSimulation()`` calls alone timed inside our env on the same run; the best round of
-each (as ``timeit`` does) and the median over rounds of the per-round ratio ours / reference.
+**Reference** (Walker2D and Humanoid, those of them ``--env`` names): ``ours`` against pybullet_envs_gymnasium's
+equivalent under the same loop and actions, and ``ceiling``, the ``stepSimulation()`` calls alone timed inside our env
+on the same run; the best round of each (as ``timeit`` does) and the median over rounds of the per-round ratio ours /
+reference.
 
 Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_envs.py --steps 20000`` (``--tables own`` for the first
-table only).
+table only). The rockets alone, the continuous and the discrete id::
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_envs.py --tables own --steps 50000 \\
+        --env sb3_ppo_ext/RocketLander-v0 sb3_ppo_ext/RocketLanderDiscrete-v0
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ import argparse
 import statistics
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -46,17 +51,14 @@ import pybullet
 import sb3_ppo_ext  # noqa: F401  (registers the sb3_ppo_ext/ ids)
 from sb3_ppo_ext.envs._bullet import BulletClient
 
-PAIRS = {
-    "Walker2D": ("sb3_ppo_ext/Walker2D-v0", "Walker2DBulletEnv-v0"),
-    "Humanoid": ("sb3_ppo_ext/Humanoid-v0", "HumanoidBulletEnv-v0"),
+#: Our id -> pybullet_envs_gymnasium's equivalent, for the reference table.
+REFERENCES = {
+    "sb3_ppo_ext/Walker2D-v0": "Walker2DBulletEnv-v0",
+    "sb3_ppo_ext/Humanoid-v0": "HumanoidBulletEnv-v0",
 }
 
-#: Task name -> id, for the own-cost table.
-OWN_COST_TASKS = {
-    "Walker2D": "sb3_ppo_ext/Walker2D-v0",
-    "Humanoid": "sb3_ppo_ext/Humanoid-v0",
-    "RocketLander": "sb3_ppo_ext/RocketLander-v0",
-}
+#: The ids timed when ``--env`` is not given.
+DEFAULT_TASKS = ("sb3_ppo_ext/Walker2D-v0", "sb3_ppo_ext/Humanoid-v0", "sb3_ppo_ext/RocketLander-v0")
 
 #: PyBullet functions that are pure maths (no physics client state): what they cost counts as the env's own.
 PURE_MATHS = frozenset(
@@ -75,6 +77,11 @@ PURE_MATHS = frozenset(
 
 #: One recorded PyBullet call: (function name, args, kwargs).
 Call = tuple[str, tuple, dict]
+
+
+def task_name(env_id: str) -> str:
+    """The short name of a task in the tables: ``sb3_ppo_ext/RocketLanderDiscrete-v0`` -> ``RocketLanderDiscrete``."""
+    return env_id.rpartition("/")[2].rpartition("-v")[0] or env_id
 
 
 class TimedStepSimulation:
@@ -197,15 +204,19 @@ def own_cost(
 
 
 def print_own_cost(
-    steps: int, rounds: int, tasks: dict[str, str] = OWN_COST_TASKS, clock: Callable[[], float] = time.process_time
+    steps: int, rounds: int, tasks: Sequence[str] = DEFAULT_TASKS, clock: Callable[[], float] = time.process_time
 ) -> None:
-    """Print the own-cost table of ``tasks`` (name -> id), timed with ``clock`` (see :func:`own_cost`)."""
-    print(f"{'task':<13} {'env/s':>8} {'floor/s':>8} {'env/floor':>10}   per-round env/floor; floor calls per step")
-    for task, env_id in tasks.items():
+    """Print the own-cost table of the ids ``tasks``, timed with ``clock`` (see :func:`own_cost`)."""
+    width = max(13, *(len(task_name(env_id)) for env_id in tasks))
+    print(f"{'task':<{width}} {'env/s':>8} {'floor/s':>8} {'env/floor':>10}   per-round env/floor; floor calls per step")
+    for env_id in tasks:
         result = own_cost(env_id, steps, rounds, clock=clock)
         spread = " ".join(f"{ratio:.2f}" for ratio in result["ratios"])
         calls = ", ".join(f"{name} {count:.2f}" for name, count in result["calls"].items())
-        print(f"{task:<13} {result['env']:8.0f} {result['floor']:8.0f} {result['ratio']:10.2f}   {spread}; {calls}")
+        print(
+            f"{task_name(env_id):<{width}} {result['env']:8.0f} {result['floor']:8.0f} {result['ratio']:10.2f}   "
+            f"{spread}; {calls}"
+        )
 
 
 def compare(ours_id: str, reference_id: str, steps: int, rounds: int, seed: int = 0) -> dict[str, float]:
@@ -238,38 +249,47 @@ def compare(ours_id: str, reference_id: str, steps: int, rounds: int, seed: int 
     }
 
 
-def print_reference(steps: int, rounds: int) -> None:
-    """Print the table of ours against pybullet_envs_gymnasium's tasks."""
+def print_reference(steps: int, rounds: int, tasks: Sequence[str] = DEFAULT_TASKS) -> None:
+    """Print the table of ours against pybullet_envs_gymnasium's tasks, for those of the ids ``tasks`` that have one
+    (:data:`REFERENCES`)."""
     import pybullet_envs_gymnasium  # noqa: F401  (registers the reference ids)
 
     header = f"{'task':<10} {'ours/s':>8} {'reference/s':>12} {'best ratio':>11} {'median ratio':>13} {'ceiling/s':>10}"
     print(header + f" {'ours/ceiling':>13}")
-    for task, (ours_id, reference_id) in PAIRS.items():
-        result = compare(ours_id, reference_id, steps, rounds)
+    for ours_id in (env_id for env_id in tasks if env_id in REFERENCES):
+        result = compare(ours_id, REFERENCES[ours_id], steps, rounds)
         print(
-            f"{task:<10} {result['ours']:8.0f} {result['reference']:12.0f} {result['ours'] / result['reference']:11.2f}"
-            f" {result['median_ratio']:13.2f} {result['ceiling']:10.0f} {result['ours'] / result['ceiling']:13.2f}"
+            f"{task_name(ours_id):<10} {result['ours']:8.0f} {result['reference']:12.0f} "
+            f"{result['ours'] / result['reference']:11.2f} {result['median_ratio']:13.2f} {result['ceiling']:10.0f} "
+            f"{result['ours'] / result['ceiling']:13.2f}"
         )
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20000, help="env steps per env and task, over all rounds")
     parser.add_argument("--rounds", type=int, default=10, help="alternating timing rounds")
     parser.add_argument("--tables", choices=("all", "own", "reference"), default="all", help="which tables to print")
+    parser.add_argument(
+        "--env",
+        nargs="+",
+        default=list(DEFAULT_TASKS),
+        metavar="ID",
+        help="the bundled ids to time (default: %(default)s); the reference table takes those with a reference",
+    )
     parser.add_argument(
         "--clock",
         choices=("cpu", "wall"),
         default="cpu",
         help="own-cost table: this process's CPU time (default) or wall time",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.tables in ("all", "own"):
         clock = time.process_time if args.clock == "cpu" else time.perf_counter
         print(f"Own cost ({args.clock} time, median of {args.rounds} alternating rounds):")
-        print_own_cost(args.steps, args.rounds, clock=clock)
+        print_own_cost(args.steps, args.rounds, args.env, clock=clock)
     if args.tables in ("all", "reference"):
-        print_reference(args.steps, args.rounds)
+        print_reference(args.steps, args.rounds, args.env)
 
 
 if __name__ == "__main__":

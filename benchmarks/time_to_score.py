@@ -68,7 +68,6 @@ import statistics
 import subprocess
 import sys
 import time
-import zipfile
 from collections.abc import Sequence
 
 import numpy as np
@@ -76,6 +75,7 @@ import numpy as np
 from sb3_ppo_ext.zoo.grid.cells import CELL_THREADS, CELL_VEC_ENV, Cell
 from sb3_ppo_ext.zoo.grid.collect import cell_run_folder
 from sb3_ppo_ext.zoo.grid.run import sb3_ppo_ext_command
+from sb3_ppo_ext.zoo.resume import read_evaluations as read_run_evaluations
 from sb3_ppo_ext.zoo.vec_env_choice import preferred_vec_env
 
 #: The repository root: where the default reference config's path starts.
@@ -213,23 +213,20 @@ def vec_env_of(argv: Sequence[str], env_id: str) -> str:
 
 
 def read_evaluations(run_folder: str | None) -> tuple[np.ndarray, np.ndarray]:
-    """The step counts and mean returns of the evaluations in ``<run_folder>/evaluations.npz`` so far.
+    """The step counts and mean returns of the evaluations in ``<run_folder>/evaluations.npz`` so far, read as the
+    grid reads them (:func:`sb3_ppo_ext.zoo.resume.read_evaluations`).
 
     Empty arrays when there is no run folder or file yet, or when the file is being rewritten as it is read (rl-zoo3's
     callback rewrites it in place at each evaluation; the next poll reads it whole).
     """
-    empty = np.zeros(0, dtype=int), np.zeros(0)
-    if run_folder is None:
-        return empty
-    try:
-        with np.load(os.path.join(run_folder, "evaluations.npz")) as evaluations:
-            timesteps = np.asarray(evaluations["timesteps"], dtype=int)
-            results = np.asarray(evaluations["results"], dtype=float)
-    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):
-        return empty
-    if results.ndim != 2 or len(results) != len(timesteps):
-        return empty
-    return timesteps, results.mean(axis=1)
+    if run_folder is not None:
+        try:
+            evaluations = read_run_evaluations(run_folder)
+        except ValueError:  # no file yet, or one caught half-written
+            pass
+        else:
+            return evaluations["timesteps"].astype(int), evaluations["results"].mean(axis=1)
+    return np.zeros(0, dtype=int), np.zeros(0)
 
 
 def first_reaching(means: np.ndarray, threshold: float) -> int | None:

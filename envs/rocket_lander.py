@@ -573,7 +573,6 @@ class RocketLanderEnv(gym.Env):
         except BaseException:
             client.close()
             raise
-        self._rocket = self.vehicle.body_id  # kept for benchmarks/bench_rocket.py
         self.time = 0.0
         self._last_observation = np.zeros(OBS_DIM, dtype=np.float32)
 

@@ -1,4 +1,4 @@
-"""The model cards of the shipped agents (``benchmarks/model_cards.py``): every shipped agent has one, with its
+"""The model cards of the shipped agents (``tools/model_cards.py``): every shipped agent has one, with its
 learning curve and picture, and each card is what the script writes now from the agent's ``agent.json`` and the
 grid CSVs, so that its numbers are the recorded ones."""
 
@@ -12,7 +12,7 @@ from sb3_ppo_ext.pretrained import agent_folder, list_pretrained, read_agent
 AGENTS = list_pretrained()
 #: The most an image beside an agent may weigh: they ship in the package.
 MAX_IMAGE_BYTES = 100 * 1024
-REGENERATE = "run `python benchmarks/model_cards.py` (and `--pictures` for a new agent's picture)"
+REGENERATE = "run `python tools/model_cards.py` (and `--pictures` for a new agent's picture)"
 
 
 def test_there_are_shipped_agents():

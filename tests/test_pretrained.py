@@ -253,7 +253,7 @@ def test_cli_missing_agent_is_one_line(capsys):
 
 
 def test_a_run_packs_its_final_model_or_a_checkpoint_with_that_checkpoints_statistics(tmp_path):
-    """``save_pretrained_from_run`` (what ``benchmarks/ship_agent.py`` calls) on a zoo run with checkpoints."""
+    """``save_pretrained_from_run`` (what ``tools/ship_agent.py`` calls) on a zoo run with checkpoints."""
     from sb3_ppo_ext.pretrained import read_agent
     from sb3_ppo_ext.safe_loading import read_vecnormalize_statistics
     from sb3_ppo_ext.zoo.packing import save_pretrained_from_run

@@ -1,4 +1,4 @@
-"""benchmarks/ship_agent.py: the wall clock of a shipped checkpoint."""
+"""tools/ship_agent.py: the wall clock of a shipped checkpoint."""
 
 import json
 from pathlib import Path

@@ -17,10 +17,10 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="re
 
 
 def write_evaluations(run_folder: Path, timesteps: list[int], results: list[list[float]]) -> Path:
-    """An ``evaluations.npz`` as SB3's ``EvalCallback`` writes it (episode lengths left out: not read)."""
+    """An ``evaluations.npz`` as SB3's ``EvalCallback`` writes it."""
     run_folder.mkdir(parents=True)
     path = run_folder / "evaluations.npz"
-    np.savez(path, timesteps=np.asarray(timesteps), results=np.asarray(results))
+    np.savez(path, timesteps=np.asarray(timesteps), results=np.asarray(results), ep_lengths=np.full(np.shape(results), 200))
     return path
 
 

@@ -1,4 +1,4 @@
-"""benchmarks/update_kl.py: the largest approx_kl of any update of each grid cell, from progress.csv."""
+"""benchmarks/research/update_kl.py: the largest approx_kl of any update of each grid cell, from progress.csv."""
 
 import update_kl
 

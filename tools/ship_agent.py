@@ -1,9 +1,9 @@
 """Pack a finished zoo run into a shipped agent (``sb3_ppo_ext/trained_agents/<env>/``): actor weights, the
 observation statistics and the run's config as plain data (see ``sb3_ppo_ext/pretrained.py``).
 
-    python benchmarks/ship_agent.py ~/runs/grid/sb3_ppo_ext-Walker2D-v0/ppo_ext/seed_1 \\
+    python tools/ship_agent.py ~/runs/grid/sb3_ppo_ext-Walker2D-v0/ppo_ext/seed_1 \\
         --note "3 seeds x 2M steps, benchmarks/grids/walker.yml"
-    python benchmarks/ship_agent.py --table        # the table of the shipped agents (docs/results/pretrained_agents.md)
+    python tools/ship_agent.py --table        # the table of the shipped agents (docs/results/pretrained_agents.md)
 
 The argument is a grid cell folder (``benchmarks/grid.py``, :mod:`sb3_ppo_ext.zoo.grid`) or an rl-zoo3 run folder
 (``logs/ppo_ext/<env>_<n>``). The run's own zip and ``vecnormalize.pkl`` are unpickled here: pack only runs you made.
@@ -11,12 +11,12 @@ The packed files are then loaded back and played (``--eval-episodes`` determinis
 ``--eval-seed``, 0 by default), and that evaluation is written into the agent's provenance. ``--model
 checkpoint:STEPS`` packs one of the run's ``--save-freq`` checkpoints instead of its final model:
 
-    python benchmarks/ship_agent.py CELL --model checkpoint:11800576 --destination /tmp/agent --eval-seed 20000
+    python tools/ship_agent.py CELL --model checkpoint:11800576 --destination /tmp/agent --eval-seed 20000
 
 ``--env-kwargs`` sets what the agent plays when the run trained on other task settings than the task's own, e.g. a
 Humanoid trained from wider starts, shipped to play the task's starts (the run's settings stay in the provenance):
 
-    python benchmarks/ship_agent.py CELL --env-kwargs reset_noise_scale:0.1 --eval-episodes 100
+    python tools/ship_agent.py CELL --env-kwargs reset_noise_scale:0.1 --eval-episodes 100
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The largest ``approx_kl`` of any update, per grid cell: how far the worst single update moved each run's policy.
 
-    python benchmarks/update_kl.py ~/runs/walker_final            # every cell under the grid root
-    python benchmarks/update_kl.py ~/runs/walker_final --above 0.15
+    python benchmarks/research/update_kl.py ~/runs/walker_final            # every cell under the grid root
+    python benchmarks/research/update_kl.py ~/runs/walker_final --above 0.15
 
 Read from each run's ``progress.csv`` (every update's ``train/approx_kl``, as SB3's logger wrote it); ``grid collect``
 keeps only the update logged last before each evaluation, which can miss a blow-up between two evaluations.

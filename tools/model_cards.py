@@ -1,9 +1,9 @@
 """Model cards of the shipped agents, written from what is recorded: each agent's ``agent.json`` and the learning
 grid CSVs under ``docs/results/``.
 
-    python benchmarks/model_cards.py              # cards, learning curves and the docs page of every shipped agent
-    python benchmarks/model_cards.py --pictures   # also render each agent's picture (a few seconds per agent)
-    python benchmarks/model_cards.py --task-pictures  # the pictures of the bundled tasks without a shipped agent
+    python tools/model_cards.py              # cards, learning curves and the docs page of every shipped agent
+    python tools/model_cards.py --pictures   # also render each agent's picture (a few seconds per agent)
+    python tools/model_cards.py --task-pictures  # the pictures of the bundled tasks without a shipped agent
 
 For every agent folder (``sb3_ppo_ext/trained_agents/<agent>/``) this writes, next to the agent's files:
 
@@ -20,9 +20,10 @@ and ``docs/results/model_cards.md``, the cards of all agents on one page of the 
 The training run of an agent is found in the grid CSVs (``benchmarks/grid.py collect``): the row of its task and
 seed whose periodic evaluation, at the step of the run's last evaluation up to the packed model, has the mean return
 that ``agent.json`` records (``final_eval_timesteps``, ``final_eval_mean``). An agent whose run is in no CSV yet gets
-a card that says so. ``benchmarks/ship_agent.py`` writes the card of the agent it packs; after
-``grid.py collect`` writes the run's CSV, run this script again for its curve. ``tests/test_model_cards.py`` checks
-that every shipped agent has a card, and that each card is what this script writes from its ``agent.json`` now.
+a card that says so. After ``tools/ship_agent.py`` packs an agent, ``--pictures --agents ENV_ID`` writes its card
+and picture; after ``grid.py collect`` writes the run's CSV, run this script again for its curve.
+``tests/test_model_cards.py`` checks that every shipped agent has a card, and that each card is what this script
+writes from its ``agent.json`` now.
 """
 
 from __future__ import annotations
@@ -264,7 +265,7 @@ def picture_caption(facts: dict[str, Any]) -> str:
     agent = f"the shipped agent of `{facts['agent']}`" if facts["agent"] != facts["env_id"] else "the shipped agent"
     return (
         f"`{facts['env_id']}` played by {agent}, deterministic, env seed {facts['seed']}: frames at {when}{ended}. "
-        f"Rendered off-screen with `python benchmarks/model_cards.py --pictures`."
+        f"Rendered off-screen with `python tools/model_cards.py --pictures`."
     )
 
 
@@ -294,7 +295,7 @@ def card(folder: str, *, level: int = 1, links_from: str | None = None) -> str:
         else [
             f"{heading} Model card: `{env_id}`",
             "",
-            "<!-- Written by benchmarks/model_cards.py from agent.json and docs/results/*.csv: edit those, not this. -->",
+            "<!-- Written by tools/model_cards.py from agent.json and docs/results/*.csv: edit those, not this. -->",
             "",
         ]
     )
@@ -391,7 +392,7 @@ def card(folder: str, *, level: int = 1, links_from: str | None = None) -> str:
     if run is None:
         lines += [
             "No CSV under `docs/results/` holds this run's evaluations yet: collect its grid "
-            "(`python benchmarks/grid.py collect`) and run `python benchmarks/model_cards.py` again.",
+            "(`python benchmarks/grid.py collect`) and run `python tools/model_cards.py` again.",
             "",
         ]
     else:
@@ -427,7 +428,7 @@ def card(folder: str, *, level: int = 1, links_from: str | None = None) -> str:
                 for arg in grid_cell_.train_argv(cell_folder)
             ),
             "# pack the agent and evaluate the packed files",
-            f"python benchmarks/ship_agent.py {cell_folder}"
+            f"python tools/ship_agent.py {cell_folder}"
             + ("" if provenance.get("model", "final") == "final" else f" --model {provenance['model']}")
             + f" --eval-episodes {shipped['episodes'] if shipped else 100}"
             + (f" --eval-seed {shipped['seed']}" if shipped and shipped["seed"] != 0 else ""),
@@ -462,16 +463,16 @@ def cards_page() -> str:
     page = [
         "# Model cards of the shipped agents",
         "",
-        "<!-- Written by benchmarks/model_cards.py from each agent's agent.json and docs/results/*.csv: run it "
+        "<!-- Written by tools/model_cards.py from each agent's agent.json and docs/results/*.csv: run it "
         "again rather than editing this page. -->",
         "",
         "One card per agent shipped in `sb3_ppo_ext/trained_agents/` (the same card is the `README.md` in the "
         "agent's folder): the task, the config it trained with, its seed, steps and wall clock, the evaluation "
         "of the shipped files over many deterministic episodes with its spread, the learning curve of its run and "
         "a picture. "
-        "Every number comes from the agent's `agent.json` (written by `benchmarks/ship_agent.py` when the agent "
+        "Every number comes from the agent's `agent.json` (written by `tools/ship_agent.py` when the agent "
         "was packed and evaluated) or from the learning grid's CSV; `tests/test_model_cards.py` checks that each "
-        "card is what `python benchmarks/model_cards.py` writes from them.",
+        "card is what `python tools/model_cards.py` writes from them.",
         "",
         *(f"- [`{env_id}`](#{_anchor(env_id)})" for env_id in list_pretrained()),
         "",

@@ -3,7 +3,7 @@ with the shipped block, 3 seeds per variant: ``benchmarks/grids/objectives.yml``
 ``docs/results/objectives.csv``) and, for the separate critic rate, ``benchmarks/grids/classic.yml``
 (``docs/results/classic.csv``). Each figure compares variants of one grid, so of one version of the code.
 
-    python benchmarks/objective_plots.py   # -> docs/results/objectives_{objective,lr_kl,critic}.png
+    python tools/objective_plots.py   # -> docs/results/objectives_{objective,lr_kl,critic}.png
 
 - ``objectives_objective.png``: the clipped surrogate, the KL penalty without clipping, and both; with the penalty's
   coefficient beta and the measured KL.
@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from model_cards import save_small_png  # tools/model_cards.py, beside this script
 
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(REPOSITORY, "docs", "results")
@@ -76,9 +77,6 @@ def plot_figure(rows: Sequence[dict[str, Any]], name: str, output: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from model_cards import save_small_png
 
     _, grid_file, variants, extras = FIGURES[name]
     panels = (("eval_mean", "evaluation return (10 episodes)", False), *extras)

@@ -10,9 +10,9 @@ one standard deviation of its normalised value over the episode (a contact flag:
 against the median over the other 20 inputs (for a run that hides the flags, e.g. with
 ``sb3_ppo_ext.wrappers.MaskObservation``, the flags' sensitivity is that of weights never trained on a non-zero flag).
 
-    python benchmarks/walker_plateau.py ~/runs/walker_contacts/sb3_ppo_ext-Walker2D-v0/rlzoo_current/seed_0 \\
+    python benchmarks/research/walker_plateau.py ~/runs/walker_contacts/sb3_ppo_ext-Walker2D-v0/rlzoo_current/seed_0 \\
         --steps 1000000 --episodes 3
-    python benchmarks/walker_plateau.py ~/runs/walker_time/sb3_ppo_ext-Walker2D-v0/ppo_ext/seed_1 --episodes 2
+    python benchmarks/research/walker_plateau.py ~/runs/walker_time/sb3_ppo_ext-Walker2D-v0/ppo_ext/seed_1 --episodes 2
 """
 
 from __future__ import annotations
