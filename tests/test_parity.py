@@ -176,7 +176,7 @@ def test_bit_identical_where_ours_takes_sb3s_torch_paths(case):
     kwargs = dict(kwargs, policy_kwargs=policy_kwargs)
     theirs = train(SB3PPO, env, n_envs, **kwargs)
     ours = train(PPO, env, n_envs, fast_collect=False, direct_evaluation=False, **kwargs)
-    assert ours[0].update_loss.function.evaluator.head is None  # the switch took SB3's evaluate_actions
+    assert ours[0].update_loss.evaluator.head is None  # the switch took SB3's evaluate_actions
     assert_same_run(theirs, ours, exact=True)
 
 

@@ -21,6 +21,12 @@ import torch as th
 from stable_baselines3.common.policies import ActorCriticPolicy
 
 
+def separate_critic(vf_learning_rate: Any, vf_max_grad_norm: float | None) -> bool:
+    """Whether the critic has its own optimizer parameter group (:func:`build_optimizer`): it has its own learning
+    rate (PPO's ``vf_learning_rate``) or its own gradient clip (``vf_max_grad_norm``)."""
+    return vf_learning_rate is not None or vf_max_grad_norm is not None
+
+
 def critic_parameters(policy: ActorCriticPolicy) -> list[th.nn.Parameter]:
     """The critic's own parameters, in ``policy.parameters()`` order: the value head, the MLP extractor's value
     branch and, when not shared with the actor, the critic's features extractor.

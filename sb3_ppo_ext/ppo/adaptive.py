@@ -53,24 +53,35 @@ class KLPenaltyController:
     }
 
     def __post_init__(self) -> None:
-        name = self.KEYWORDS
-        check_positive(name["coef_min"], self.coef_min)
-        check_positive(name["coef_max"], self.coef_max)
-        if self.coef_min > self.coef_max:
-            raise HyperparameterError(
-                f"{name['coef_min']} must be <= {name['coef_max']}, got {self.coef_min} > {self.coef_max}"
-            )
-        check_number(name["coef"], self.coef, low=0.0)
-        if self.target is not None:
-            check_positive(name["target"], self.target)
-            check_number(name["coef"], self.coef, low=self.coef_min, high=self.coef_max)
-        check_number(name["tolerance"], self.tolerance, low=1.0, low_inclusive=False)
-        check_number(name["factor"], self.factor, low=1.0, low_inclusive=False)
+        self.check(self.coef, self.target, self.tolerance, self.factor, self.coef_min, self.coef_max)
+
+    @classmethod
+    def check(
+        cls, coef: float, target: float | None, tolerance: float, factor: float, coef_min: float, coef_max: float
+    ) -> None:
+        """Raise :class:`~sb3_ppo_ext.validation.HyperparameterError`, naming PPO's keyword, unless these fields make a
+        valid controller (what building one checks)."""
+        name = cls.KEYWORDS
+        check_positive(name["coef_min"], coef_min)
+        check_positive(name["coef_max"], coef_max)
+        if coef_min > coef_max:
+            raise HyperparameterError(f"{name['coef_min']} must be <= {name['coef_max']}, got {coef_min} > {coef_max}")
+        check_number(name["coef"], coef, low=0.0)
+        if target is not None:
+            check_positive(name["target"], target)
+            check_number(name["coef"], coef, low=coef_min, high=coef_max)
+        check_number(name["tolerance"], tolerance, low=1.0, low_inclusive=False)
+        check_number(name["factor"], factor, low=1.0, low_inclusive=False)
+
+    @classmethod
+    def check_keywords(cls, settings: Any) -> None:
+        """:meth:`check` the flat keywords of an object holding PPO's settings as attributes, building nothing."""
+        cls.check(**_fields(cls.KEYWORDS, settings))
 
     @classmethod
     def from_keywords(cls, settings: Any, **state: Any) -> KLPenaltyController:
         """The controller of an object holding PPO's flat keywords as attributes; ``state`` overrides fields."""
-        return cls(**{name: getattr(settings, keyword) for name, keyword in cls.KEYWORDS.items()} | state)
+        return cls(**_fields(cls.KEYWORDS, settings) | state)
 
     @property
     def adaptive(self) -> bool:
@@ -120,21 +131,36 @@ class KLAdaptiveLearningRate:
     }
 
     def __post_init__(self) -> None:
-        name = self.KEYWORDS
-        if self.target is not None:
-            check_positive(name["target"], self.target)
-        check_number(name["tolerance"], self.tolerance, low=1.0, low_inclusive=False)
-        check_number(name["factor"], self.factor, low=1.0, low_inclusive=False)
-        check_positive(name["lr_min"], self.lr_min)
-        check_positive(name["lr_max"], self.lr_max)
-        if self.lr_min > self.lr_max:
-            raise HyperparameterError(f"{name['lr_min']} must be <= {name['lr_max']}, got {self.lr_min} > {self.lr_max}")
-        check_choice(name["cadence"], self.cadence, LR_KL_CADENCES)
+        self.check(self.target, self.tolerance, self.factor, self.lr_min, self.lr_max, self.cadence)
+
+    @classmethod
+    def check(cls, target: float | None, tolerance: float, factor: float, lr_min: float, lr_max: float, cadence: str) -> None:
+        """Raise :class:`~sb3_ppo_ext.validation.HyperparameterError`, naming PPO's keyword, unless these settings make
+        a valid controller (what building one checks)."""
+        name = cls.KEYWORDS
+        if target is not None:
+            check_positive(name["target"], target)
+        check_number(name["tolerance"], tolerance, low=1.0, low_inclusive=False)
+        check_number(name["factor"], factor, low=1.0, low_inclusive=False)
+        check_positive(name["lr_min"], lr_min)
+        check_positive(name["lr_max"], lr_max)
+        if lr_min > lr_max:
+            raise HyperparameterError(f"{name['lr_min']} must be <= {name['lr_max']}, got {lr_min} > {lr_max}")
+        check_choice(name["cadence"], cadence, LR_KL_CADENCES)
+
+    @classmethod
+    def check_keywords(cls, settings: Any) -> None:
+        """:meth:`check` the flat keywords of an object holding PPO's settings as attributes, and, while the rule is
+        on, that a constant ``learning_rate`` lies within its bounds (:meth:`check_start`); builds nothing."""
+        fields = _fields(cls.KEYWORDS, settings)
+        cls.check(**fields)
+        if not callable(settings.learning_rate):
+            _check_start(settings.learning_rate, fields["target"], fields["lr_min"], fields["lr_max"])
 
     @classmethod
     def from_keywords(cls, settings: Any, **state: Any) -> KLAdaptiveLearningRate:
         """The controller of an object holding PPO's flat keywords as attributes; ``state`` overrides fields."""
-        return cls(**{name: getattr(settings, keyword) for name, keyword in cls.KEYWORDS.items()} | state)
+        return cls(**_fields(cls.KEYWORDS, settings) | state)
 
     @property
     def active(self) -> bool:
@@ -143,8 +169,7 @@ class KLAdaptiveLearningRate:
 
     def check_start(self, learning_rate: float) -> None:
         """Raise unless the rule, when active, can start from ``learning_rate`` (PPO's): it lies within the bounds."""
-        if self.active:
-            check_number("learning_rate", learning_rate, low=self.lr_min, high=self.lr_max)
+        _check_start(learning_rate, self.target, self.lr_min, self.lr_max)
 
     def start(self, learning_rate: float) -> None:
         """Start from ``learning_rate`` (clamped to the bounds) unless a state is already there (a loaded model)."""
@@ -183,6 +208,17 @@ class KLAdaptiveLearningRate:
         self.update(th.stack(self._epoch_kls).mean().item())
         self._epoch_kls.clear()
         return True
+
+
+def _fields(keywords: dict[str, str], settings: Any) -> dict[str, Any]:
+    """Each field of ``keywords`` (a controller's :attr:`KEYWORDS`) with the value of its PPO keyword in ``settings``."""
+    return {name: getattr(settings, keyword) for name, keyword in keywords.items()}
+
+
+def _check_start(learning_rate: float, target: float | None, lr_min: float, lr_max: float) -> None:
+    """Raise unless the KL-adaptive rule, when on (``target`` set), can start from ``learning_rate``: within bounds."""
+    if target is not None:
+        check_number("learning_rate", learning_rate, low=lr_min, high=lr_max)
 
 
 def adapt_kl_coef(

@@ -1,9 +1,10 @@
 """The loss of one minibatch, one line per term as SB3's ``PPO.train`` writes it, plus the KL penalty of the PPO paper.
 
 :class:`PPOLoss` is built once per policy (``PPO`` rebuilds it when ``model.policy`` is replaced) from the objective
-and the policy's :class:`~sb3_ppo_ext.ppo.evaluation.ActionEvaluator`; what SB3 reads from the algorithm at every
-update (the clip ranges from their schedules, the coefficients) comes in each call as :class:`LossCoefficients`, so
-that changing ``model.ent_coef`` between updates works as in SB3.
+and the policy's :class:`~sb3_ppo_ext.ppo.evaluation.ActionEvaluator`, and called through :class:`UpdateLoss` (compiled
+with ``compile_update``, else eager); what SB3 reads from the algorithm at every update (the clip ranges from their
+schedules, the coefficients) comes in each call as :class:`LossCoefficients`, so that changing ``model.ent_coef``
+between updates works as in SB3.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import torch as th
+from stable_baselines3.common.policies import ActorCriticPolicy
 from torch.nn import functional as F
 
+from sb3_ppo_ext.ppo.compiled import CompiledOrEager
 from sb3_ppo_ext.ppo.evaluation import ActionEvaluator
 from sb3_ppo_ext.ppo.rollout import Minibatch
 
@@ -118,3 +121,30 @@ class PPOLoss:
                 clip_fraction,
             )
         return loss, stats
+
+
+class UpdateLoss(CompiledOrEager[PPOLoss]):
+    """The minibatch loss as the update calls it: the :class:`PPOLoss` of one policy, compiled with ``torch.compile``
+    when ``enabled`` (:class:`~sb3_ppo_ext.ppo.compiled.CompiledOrEager`), with the evaluator it was built on.
+
+    :param objective: one of :data:`OBJECTIVES`.
+    :param policy: the policy whose actions the loss evaluates.
+    :param direct: compute log-probabilities directly where the policy allows it (PPO's ``direct_evaluation``).
+    :param enabled: compile the loss (PPO's ``compile_update``).
+    :param device: where the numbers handed to the compiled loss go as tensors.
+    """
+
+    def __init__(
+        self, objective: str, policy: ActorCriticPolicy, direct: bool, enabled: bool, device: th.device | str
+    ) -> None:
+        super().__init__(PPOLoss(objective, ActionEvaluator(policy, direct=direct)), enabled, device)
+
+    @property
+    def evaluator(self) -> ActionEvaluator:
+        """How the policy evaluates a minibatch's actions, and its action distribution for the KL."""
+        return self.function.evaluator
+
+    def serves(self, policy: ActorCriticPolicy, direct: bool) -> bool:
+        """Whether this is the loss of ``policy`` with ``direct`` evaluation (a replaced policy, such as
+        ``th.compile(model.policy)``, or a changed ``direct_evaluation`` needs a new one)."""
+        return self.evaluator.policy is policy and self.evaluator.direct == direct

@@ -17,9 +17,8 @@ from stable_baselines3.common.vec_env import VecEnv
 from sb3_ppo_ext.ppo import actor_critic_groups
 from sb3_ppo_ext.ppo.adaptive import KLAdaptiveLearningRate, KLPenaltyController
 from sb3_ppo_ext.ppo.collection import collect_with_numpy_actor
-from sb3_ppo_ext.ppo.compiled import CompiledOrEager
 from sb3_ppo_ext.ppo.evaluation import ActionEvaluator
-from sb3_ppo_ext.ppo.loss import LossCoefficients, LossStats, PPOLoss
+from sb3_ppo_ext.ppo.loss import LossCoefficients, LossStats, UpdateLoss
 from sb3_ppo_ext.ppo.non_finite import CollectionGuard, check_filled_buffer
 from sb3_ppo_ext.ppo.numpy_policy import NumpyActorCritic, one_blas_thread
 from sb3_ppo_ext.ppo.optimizer_groups import OptimizerGroups
@@ -60,10 +59,11 @@ class PPO(SavedState, CheckedSettings):
     multi-categorical, Bernoulli), with the k3 sample estimate for any other distribution.
 
     Its settings are checked by :class:`~sb3_ppo_ext.ppo.settings.CheckedSettings` and its saving and loading
-    extended by :class:`~sb3_ppo_ext.ppo.saved_state.SavedState`; this class holds the algorithm. The update reads
-    like SB3's ``train()``: the minibatch loss is a :class:`~sb3_ppo_ext.ppo.loss.PPOLoss` built once
-    per policy, which evaluates the actions through the policy's :class:`~sb3_ppo_ext.ppo.evaluation.ActionEvaluator`;
-    the optimizer steps through :class:`~sb3_ppo_ext.ppo.optimizer_groups.OptimizerGroups`; the adaptive rules are
+    extended by :class:`~sb3_ppo_ext.ppo.saved_state.SavedState`; this class holds the algorithm (the path of one update
+    is drawn at the top of :mod:`sb3_ppo_ext.ppo`). The update reads like SB3's ``train()``: the minibatch loss is a
+    :class:`~sb3_ppo_ext.ppo.loss.UpdateLoss` built once per policy, which evaluates the actions through the policy's
+    :class:`~sb3_ppo_ext.ppo.evaluation.ActionEvaluator`; the optimizer steps through
+    :class:`~sb3_ppo_ext.ppo.optimizer_groups.OptimizerGroups`, built once per optimizer; the adaptive rules are
     :class:`~sb3_ppo_ext.ppo.adaptive.KLPenaltyController` and :class:`~sb3_ppo_ext.ppo.adaptive.KLAdaptiveLearningRate`.
 
     Collection and update are written for speed with identical maths: a numpy copy of standard MLP policies acts
@@ -249,9 +249,11 @@ class PPO(SavedState, CheckedSettings):
         #: The training env as collection steps it (:meth:`_collection_guard`); built at the first rollout.
         self.collection_guard: CollectionGuard | None = None
         #: The minibatch loss of the current policy (:meth:`_update_loss`); built at its first update.
-        self.update_loss: CompiledOrEager[PPOLoss] | None = None
-        # The adaptive rules with their state (beta, the learning rate), built from the flat keywords above, which
-        # stay the settings as given; saved as plain numbers (``save``) and carried across learn() calls.
+        self.update_loss: UpdateLoss | None = None
+        #: The policy's optimizer as the update steps it (:meth:`_optimizer_groups`); built at its first update.
+        self.optimizer_groups: OptimizerGroups | None = None
+        # The adaptive rules with their state (beta, the learning rate), built by _setup_model from the flat keywords
+        # above, which stay the settings as given; saved as plain numbers (``save``) and carried across learn() calls.
         self.kl_penalty: KLPenaltyController
         self.adaptive_lr: KLAdaptiveLearningRate
         self._validate_hyperparameters()
@@ -265,14 +267,17 @@ class PPO(SavedState, CheckedSettings):
         self.clip_range = FloatSchedule(self.clip_range)
         if self.clip_range_vf is not None:
             self.clip_range_vf = FloatSchedule(self.clip_range_vf)
-        # The adaptive rules from the settings, with a loaded model's state (``save``: ``adaptive_state``).
+        # The adaptive rules from the settings (checked in __init__), with a loaded model's state (``save``:
+        # ``adaptive_state``); here is the one place they are built.
         state = self.__dict__.pop("adaptive_state", None) or {}
         # Zips saved by earlier versions hold the KL estimator's name, now read from the policy (``kl_estimator``).
         self.__dict__.pop("kl_estimator", None)
         self.kl_penalty = KLPenaltyController.from_keywords(self, coef=state.get("kl_coef", self.kl_coef))
         self.adaptive_lr = KLAdaptiveLearningRate.from_keywords(self, learning_rate=state.get("learning_rate"))
         self.adaptive_lr.start(self.lr_schedule(1.0))
+        # Built at the first update, for the policy and the optimizer it finds then.
         self.update_loss = None
+        self.optimizer_groups = None
         if self.vf_learning_rate is not None:
             self.vf_learning_rate = FloatSchedule(self.vf_learning_rate)
         if self.separate_critic:
@@ -286,6 +291,12 @@ class PPO(SavedState, CheckedSettings):
                 self.std_schedule.freeze(self.policy, self._current_progress_remaining)
             except ValueError as error:
                 raise HyperparameterError(str(error)) from None
+
+    @property
+    def separate_critic(self) -> bool:
+        """Whether the critic has its own learning rate or gradient clip, and so its own optimizer parameter group
+        (:func:`~sb3_ppo_ext.ppo.actor_critic_groups.separate_critic`)."""
+        return actor_critic_groups.separate_critic(self.vf_learning_rate, self.vf_max_grad_norm)
 
     @property
     def adaptive_learning_rate(self) -> float | None:
@@ -361,25 +372,17 @@ class PPO(SavedState, CheckedSettings):
     def _update(self) -> None:
         """One update: ``n_epochs`` passes of minibatches over the rollout, then the adaptive rules and the logs."""
         self.policy.set_training_mode(True)
-        progress = self._current_progress_remaining
-        learning_rate = self._learning_rate()
-        optimizer = OptimizerGroups(
-            self.policy, self.max_grad_norm, self.separate_critic, self._critic_own_lr(), self.vf_max_grad_norm
-        )
-        optimizer.set_rates(learning_rate)
-        clip_range = self.clip_range(progress)  # type: ignore[operator]
-        clip_range_vf = None if self.clip_range_vf is None else self.clip_range_vf(progress)  # type: ignore[operator]
-        coefficients = LossCoefficients(
-            clip_range, clip_range_vf, self.kl_penalty.coef, self.ent_coef, self.vf_coef, self.normalize_advantage
-        )
+        learning_rate, critic_lr = self._learning_rate(), self._critic_own_lr()
+        optimizer = self._optimizer_groups()
+        optimizer.set_rates(learning_rate, critic_lr)
+        coefficients = self._loss_coefficients()
         loss_function = self._update_loss()
-        evaluator = loss_function.function.evaluator
         # With the collecting policy's distribution on every sample (weights still pre-update), for the analytic KL.
-        rollout = UpdateRollout(self.rollout_buffer, evaluator.distribution_params)
+        rollout = UpdateRollout(self.rollout_buffer, loss_function.evaluator.distribution_params)
 
         stats: list[LossStats] = []  # kept as tensors, averaged once at the end (one sync instead of many)
         continue_training = True
-        with optimizer.stepping(f"after {self.num_timesteps} env steps") as step:
+        with optimizer.stepping(f"after {self.num_timesteps} env steps", self.max_grad_norm, self.vf_max_grad_norm) as step:
             for epoch in range(self.n_epochs):
                 for minibatch in rollout.minibatches(self.batch_size):
                     loss, minibatch_stats = loss_function(minibatch, coefficients)
@@ -392,31 +395,46 @@ class PPO(SavedState, CheckedSettings):
                     step(loss)  # zero_grad, backward, clip_grad_norm_, optimizer.step
                     stats.append(minibatch_stats)
                     if self.adaptive_lr.observe(minibatch_stats.kl):  # the KL-adaptive rate, at its cadence
-                        optimizer.set_rates(self._learning_rate())
+                        optimizer.set_rates(self._learning_rate(), critic_lr)
                 if self.adaptive_lr.end_epoch():
-                    optimizer.set_rates(self._learning_rate())
+                    optimizer.set_rates(self._learning_rate(), critic_lr)
                 self._n_updates += 1
                 if not continue_training:
                     break
 
         means = LossStats.mean(stats)
-        update_kl = self._adapt_kl_coef(rollout, evaluator, means)
+        update_kl = self._adapt_kl_coef(rollout, loss_function.evaluator, means)
         self._record_update(means, coefficients, learning_rate, optimizer, update_kl)
         if self.std_schedule is not None:  # the std of the next rollout, and of the update on it
             self.std_schedule.apply(self.policy, self._current_progress_remaining)
 
-    def _update_loss(self) -> CompiledOrEager[PPOLoss]:
+    def _optimizer_groups(self) -> OptimizerGroups:
+        """The policy's optimizer as the update steps it, built at its first update: a policy or an optimizer replaced
+        since (a loaded model's, a user's) gets its own."""
+        built = self.optimizer_groups
+        if built is None or not built.serves(self.policy, self.separate_critic):
+            built = self.optimizer_groups = OptimizerGroups(self.policy, self.separate_critic)
+        return built
+
+    def _loss_coefficients(self) -> LossCoefficients:
+        """What the minibatch loss reads from the settings in this update, as SB3 reads them at every update: the clip
+        ranges from their schedules now, beta now, and the coefficients as they are set now."""
+        progress = self._current_progress_remaining
+        clip_range = self.clip_range(progress)  # type: ignore[operator]
+        clip_range_vf = None if self.clip_range_vf is None else self.clip_range_vf(progress)  # type: ignore[operator]
+        return LossCoefficients(
+            clip_range, clip_range_vf, self.kl_penalty.coef, self.ent_coef, self.vf_coef, self.normalize_advantage
+        )
+
+    def _update_loss(self) -> UpdateLoss:
         """The minibatch loss of the current policy (compiled with ``compile_update``), built at its first update: a
         policy replaced after set-up (``model.policy = th.compile(model.policy)``) or ``direct_evaluation`` changed
         gets its own."""
         built = self.update_loss
-        if (
-            built is None
-            or built.function.evaluator.policy is not self.policy
-            or built.function.evaluator.direct != self.direct_evaluation
-        ):
-            evaluator = ActionEvaluator(self.policy, direct=self.direct_evaluation)
-            built = self.update_loss = CompiledOrEager(PPOLoss(self.objective, evaluator), self.compile_update, self.device)
+        if built is None or not built.serves(self.policy, self.direct_evaluation):
+            built = self.update_loss = UpdateLoss(
+                self.objective, self.policy, self.direct_evaluation, self.compile_update, self.device
+            )
             self.logger.info(f"KL(old || new) estimator: {self.kl_estimator} ({type(self.policy.action_dist).__name__})")
         return built
 

@@ -68,8 +68,9 @@ class SavedState(OnPolicyAlgorithm):
         return model
 
     def _excluded_save_params(self) -> list[str]:
-        # The controllers are saved as their state (``save``); the loss and the guard around the env are rebuilt.
-        excluded = ["kl_penalty", "adaptive_lr", "update_loss", "std_schedule", "collection_guard"]
+        # The controllers are saved as their state (``save``); the loss, the optimizer's groups and the guard around
+        # the env are rebuilt.
+        excluded = ["kl_penalty", "adaptive_lr", "update_loss", "optimizer_groups", "std_schedule", "collection_guard"]
         return [*super()._excluded_save_params(), *excluded]
 
     def save(self, path: Any, exclude: Any = None, include: Any = None) -> None:
@@ -81,16 +82,16 @@ class SavedState(OnPolicyAlgorithm):
         finally:
             del self.adaptive_state
 
-    @property
-    def separate_critic(self) -> bool:
-        """Whether the critic has its own learning rate or gradient clip (its own optimizer parameter group)."""
-        return self.vf_learning_rate is not None or self.vf_max_grad_norm is not None
+    def _two_groups(self) -> bool:
+        """Whether the policy's optimizer has the actor's and the critic's groups, which SB3's one-group layout
+        replaces in the saved model (:func:`~sb3_ppo_ext.ppo.actor_critic_groups.separate_critic`)."""
+        return actor_critic_groups.separate_critic(self.vf_learning_rate, self.vf_max_grad_norm)
 
     def get_parameters(self) -> dict[str, dict]:
         """SB3's, with a separate critic's two-group optimizer state written as SB3's one group (see
         :mod:`~sb3_ppo_ext.ppo.actor_critic_groups`), so that SB3's PPO can load the saved model."""
         params = super().get_parameters()
-        if self.separate_critic and "policy.optimizer" in params:
+        if self._two_groups() and "policy.optimizer" in params:
             params["policy.optimizer"] = actor_critic_groups.to_single_group(params["policy.optimizer"], self.policy)
         return params
 
@@ -99,7 +100,7 @@ class SavedState(OnPolicyAlgorithm):
     ) -> None:
         """SB3's; a one-group optimizer state (ours saved by :meth:`get_parameters`, or SB3's) goes into a separate
         critic's two groups, each Adam moment to its own parameter."""
-        if self.separate_critic:
+        if self._two_groups():
             if isinstance(load_path_or_dict, dict):
                 params = dict(load_path_or_dict)
             else:

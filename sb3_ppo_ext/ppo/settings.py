@@ -56,16 +56,21 @@ class CheckedSettings(OnPolicyAlgorithm):
     fast_collect: bool
     direct_evaluation: bool
     compile_update: bool
-    # The adaptive rules with their state (beta, the learning rate), built from the flat keywords above, which
-    # stay the settings as given.
-    kl_penalty: KLPenaltyController
-    adaptive_lr: KLAdaptiveLearningRate
 
     def _validate_hyperparameters(self) -> None:
         """Raise :class:`HyperparameterError` (a ``ValueError`` and, like SB3's asserts, an ``AssertionError``) naming
         the parameter, the value and the rule for any invalid setting. Integer settings given as integral floats
-        (``2048.0``, ``1e3``: YAML) are stored as ints. Schedules are checked at the start and the end of training
-        (:func:`~sb3_ppo_ext.validation.check_schedule`); sizes against the limits of :mod:`sb3_ppo_ext.validation`."""
+        (``2048.0``, ``1e3``: YAML) are stored as ints; nothing else is set (the adaptive rules' controllers are
+        built by ``_setup_model``, from the settings checked here). Schedules are checked at the start and the end of
+        training (:func:`~sb3_ppo_ext.validation.check_schedule`); sizes against the limits of
+        :mod:`sb3_ppo_ext.validation`."""
+        self._validate_sb3_settings()
+        self._validate_added_settings()
+        if self.env is not None:
+            self._validate_rollout_size(self.env.num_envs)
+
+    def _validate_sb3_settings(self) -> None:
+        """The checks of the settings SB3's PPO has (which it asserts, or takes as they come)."""
         check_schedule("learning_rate", self.learning_rate)
         rollout = "a rollout holds n_steps * n_envs transitions, e.g. 2048 * 1"
         self.n_steps = check_int(
@@ -118,21 +123,23 @@ class CheckedSettings(OnPolicyAlgorithm):
                 f"batch_size must be > 1 when normalize_advantage=True (advantages are normalised per minibatch), "
                 f"got {self.batch_size}"
             )
+
+    def _validate_added_settings(self) -> None:
+        """The checks of the settings this PPO adds: the objective and its adaptive rules (each controller's checks,
+        without building it), the critic's own rate and clip, the schedule of the action std and the switches."""
         check_choice("objective", self.objective, OBJECTIVES)
         if self.log_std_schedule is not None:
             try:
                 LogStdSchedule(self.log_std_schedule)
             except ValueError as error:
                 raise HyperparameterError(str(error)) from None
-        self.kl_penalty = KLPenaltyController.from_keywords(self)
+        KLPenaltyController.check_keywords(self)
         if self.objective == "kl_penalty" and self.kl_coef == 0.0 and self.kl_penalty_target is None:
             raise HyperparameterError(
                 "objective='kl_penalty' with kl_coef=0 and kl_penalty_target=None has neither clipping nor a penalty: "
                 "set kl_coef > 0, a kl_penalty_target, or objective='clip'"
             )
-        self.adaptive_lr = KLAdaptiveLearningRate.from_keywords(self)
-        if not callable(self.learning_rate):
-            self.adaptive_lr.check_start(self.learning_rate)
+        KLAdaptiveLearningRate.check_keywords(self)  # a constant learning_rate too: the rule starts from it
         if self.vf_learning_rate is not None:
             check_schedule("vf_learning_rate", self.vf_learning_rate)
         if self.vf_max_grad_norm is not None:
@@ -140,8 +147,6 @@ class CheckedSettings(OnPolicyAlgorithm):
         for name in ("fast_collect", "direct_evaluation", "compile_update", "normalize_advantage"):
             if not isinstance(getattr(self, name), bool):
                 raise HyperparameterError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        if self.env is not None:
-            self._validate_rollout_size(self.env.num_envs)
 
     def _validate_rollout_size(self, n_envs: int) -> None:
         """The checks of ``n_steps * n_envs`` against the limits and the minibatch size (SB3's, as errors or warnings)."""

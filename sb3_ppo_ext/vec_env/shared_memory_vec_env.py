@@ -499,9 +499,50 @@ class SharedMemoryVecEnv(VecEnv):
         start_timeout_s: float | None = 300.0,
         step_in_driver: bool = True,
     ):
-        if len(env_fns) < 1:
-            raise ValueError("env_fns must hold at least one env function, got none")
         n_envs = len(env_fns)
+        n_workers, start_method = self._check_arguments(
+            n_envs, n_workers, start_method, timeout_s, start_timeout_s, step_in_driver
+        )
+        self.timeout_s = timeout_s
+        self.start_timeout_s = start_timeout_s
+        self.start_method = start_method
+        blocks = split_evenly(n_envs, n_workers + 1 if step_in_driver else n_workers)
+        #: the env indices of each worker, in order
+        self.blocks: list[range] = blocks[:n_workers]
+        #: the env indices the driver steps itself (``step_in_driver``; the last block, the smaller where they differ)
+        self.driver_block: range | None = blocks[-1] if step_in_driver else None
+        self._driver_actions: list[Any] | None = None
+        self.waiting = False
+        self.closed = False
+        self._closed_because = ""
+        self._resources = _Resources()
+        self._finalizer = weakref.finalize(self, self._resources.release)
+        try:
+            self._start_workers(env_fns, start_method)
+            if self.driver_block is not None:  # while the workers build theirs
+                self._build_driver_envs([env_fns[index] for index in self.driver_block])
+            observation_space, action_space = self._gather(range(n_workers), "start", start_timeout_s)[0]
+            self._allocate_buffers(n_envs, observation_space, action_space)
+            super().__init__(n_envs, observation_space, action_space)
+        except BaseException:
+            self._abort("failed to start")
+            raise
+
+    # -- set-up -----------------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _check_arguments(
+        n_envs: int,
+        n_workers: int | None,
+        start_method: str | None,
+        timeout_s: float | None,
+        start_timeout_s: float | None,
+        step_in_driver: bool,
+    ) -> tuple[int, str]:
+        """Raise ``ValueError`` (a :class:`~sb3_ppo_ext.validation.HyperparameterError` for the checked settings) for
+        invalid arguments; return ``n_workers`` and ``start_method``, their defaults filled in."""
+        if n_envs < 1:
+            raise ValueError("env_fns must hold at least one env function, got none")
         check_bool("step_in_driver", step_in_driver)
         if step_in_driver and n_envs < 2:
             raise ValueError("step_in_driver needs at least 2 envs (one block for the driver, one for a worker), got 1")
@@ -520,49 +561,29 @@ class SharedMemoryVecEnv(VecEnv):
                     check_number(name, value, low=MIN_TIMEOUT_S, high=MAX_TIMEOUT_S)
                 except HyperparameterError as error:
                     raise HyperparameterError(f"{error} (seconds; None waits for ever)") from None
-        self.timeout_s = timeout_s
-        self.start_timeout_s = start_timeout_s
-        self.start_method = start_method
-        blocks = split_evenly(n_envs, n_workers + 1 if step_in_driver else n_workers)
-        #: the env indices of each worker, in order
-        self.blocks: list[range] = blocks[:n_workers]
-        #: the env indices the driver steps itself (``step_in_driver``; the last block, the smaller where they differ)
-        self.driver_block: range | None = blocks[-1] if step_in_driver else None
-        self._driver_actions: list[Any] | None = None
-        self.waiting = False
-        self.closed = False
-        self._closed_because = ""
-        self._resources = _Resources()
-        self._finalizer = weakref.finalize(self, self._resources.release)
+        return n_workers, start_method
+
+    def _start_workers(self, env_fns: Sequence[Callable[[], gym.Env]], start_method: str) -> None:
+        """Start one worker process per block of :attr:`blocks`, each building its envs from its ``env_fns`` (their
+        answers, the spaces, are gathered later); its pipe and process go to the resources released on close."""
         context = mp.get_context(start_method)
         # Workers register the segment they map with multiprocessing's resource tracker. Started now, before any
         # worker, it is the one every worker shares (a forked worker would otherwise start its own, which warns of a
         # "leaked" segment at exit and tries to unlink it again); the driver unlinks the segment, unregistering it.
         resource_tracker.ensure_running()
-        try:
-            for block in self.blocks:
-                driver_end, worker_end = context.Pipe()
-                functions = CloudpickleWrapper([env_fns[index] for index in block])
-                # daemon: a worker never outlives an interpreter that exits without closing the VecEnv
-                process = context.Process(target=_worker_main, args=(worker_end, functions), daemon=True)  # type: ignore[attr-defined]
-                process.start()
-                worker_end.close()
-                self._resources.processes.append(process)
-                self._resources.connections.append(driver_end)
-            if self.driver_block is not None:  # while the workers build theirs
-                self._build_driver_envs([env_fns[index] for index in self.driver_block])
-            spaces_of = self._gather(range(n_workers), "start", start_timeout_s)
-            observation_space, action_space = spaces_of[0]
-            self._allocate(n_envs, observation_space, action_space)
-            super().__init__(n_envs, observation_space, action_space)
-        except BaseException:
-            self._abort("failed to start")
-            raise
+        for block in self.blocks:
+            driver_end, worker_end = context.Pipe()
+            functions = CloudpickleWrapper([env_fns[index] for index in block])
+            # daemon: a worker never outlives an interpreter that exits without closing the VecEnv
+            process = context.Process(target=_worker_main, args=(worker_end, functions), daemon=True)  # type: ignore[attr-defined]
+            process.start()
+            worker_end.close()
+            self._resources.processes.append(process)
+            self._resources.connections.append(driver_end)
 
-    # -- set-up -----------------------------------------------------------------------------------------------------
-
-    def _allocate(self, n_envs: int, observation_space: spaces.Space, action_space: spaces.Space) -> None:
-        """Create the shared segment for these spaces, have every worker map it, then remove its name."""
+    def _allocate_buffers(self, n_envs: int, observation_space: spaces.Space, action_space: spaces.Space) -> None:
+        """Create the shared segment of the per-step arrays for these spaces, have every worker map it, then remove its
+        name."""
         keys, shapes, dtypes = obs_space_info(observation_space)
         self._observation_keys: list[Any] = list(keys)
         fields = [(f"observation{position}", (n_envs, *shapes[key]), dtypes[key]) for position, key in enumerate(keys)]
