@@ -367,6 +367,68 @@ class LandingTask:
 # ----------------------------------------------------------------------------------------------------------------
 
 
+def _check_start_and_limits(
+    *,
+    start_altitude: tuple[float, float],
+    start_offset: float,
+    start_vertical_speed: tuple[float, float],
+    start_lateral_speed: float,
+    start_tilt: float,
+    start_spin: float,
+    success_tilt: float,
+    success_speed: float,
+    success_spin: float,
+    success_hold_time: float,
+    touchdown_speed_limit: float,
+    crash_tilt: float,
+    bounds: tuple[float, float],
+) -> tuple[tuple[float, float], tuple[float, float], tuple[float, float]]:
+    """Check the spread of the first state and the landing limits (:class:`RocketLanderEnv`'s parameters of these
+    names) with a ``ValueError`` naming the first bad one. They are checked together because they constrain each other:
+    a start tilt below the crash tilt, bounds beyond the start ranges.
+
+    :return: ``(start_altitude, start_vertical_speed, bounds)``, each as a pair of floats.
+    """
+    for name, value in (
+        ("success_hold_time", success_hold_time),
+        ("success_tilt", success_tilt),
+        ("success_speed", success_speed),
+        ("success_spin", success_spin),
+        ("touchdown_speed_limit", touchdown_speed_limit),
+        ("crash_tilt", crash_tilt),
+    ):
+        check_positive(name, value)
+    for name, value in (
+        ("start_offset", start_offset),
+        ("start_lateral_speed", start_lateral_speed),
+        ("start_tilt", start_tilt),
+        ("start_spin", start_spin),
+    ):
+        check_non_negative(name, value)
+    check_that(crash_tilt <= math.pi, "crash_tilt", crash_tilt, "be in (0, pi]")
+    for name, value in (("success_tilt", success_tilt), ("start_tilt", start_tilt)):
+        check_that(value < crash_tilt, name, value, f"be below crash_tilt ({crash_tilt})")
+    start_altitude = check_pair("start_altitude", start_altitude)
+    check_that(
+        0 < start_altitude[0] <= start_altitude[1], "start_altitude", start_altitude, "be (low, high) with 0 < low <= high"
+    )
+    start_vertical_speed = check_pair("start_vertical_speed", start_vertical_speed)
+    check_that(
+        start_vertical_speed[0] <= start_vertical_speed[1],
+        "start_vertical_speed",
+        start_vertical_speed,
+        "be (low, high) with low <= high",
+    )
+    bounds = check_pair("bounds", bounds)
+    check_that(
+        bounds[0] > start_offset and bounds[1] > start_altitude[1],
+        "bounds",
+        bounds,
+        "be (lateral, vertical) beyond the start ranges",
+    )
+    return start_altitude, start_vertical_speed, bounds
+
+
 class RocketLanderEnv(gym.Env):
     """Land a 3D booster on a drone-ship deck.
 
@@ -469,12 +531,8 @@ class RocketLanderEnv(gym.Env):
         crash_tilt: float = math.radians(60.0),
         bounds: tuple[float, float] = (50.0, 100.0),
     ) -> None:
-        # --- every argument is checked before a physics client exists
-        self.render_mode = check_option("render_mode", render_mode, self.metadata["render_modes"])
-        self.continuous = check_bool("continuous", continuous)
-        self.frame_skip = check_integer("frame_skip", frame_skip, 1, MAX_FRAME_SKIP, "MAX_FRAME_SKIP")
-        self.physics_time_step = check_positive("physics_time_step", physics_time_step)
-        self.dt = self.physics_time_step * self.frame_skip
+        # Every argument is checked before a physics client exists, in the order of these steps.
+        self._set_modes_and_time_steps(render_mode, continuous, physics_time_step, frame_skip)
         vehicle_parameters = VehicleParameters(
             dry_mass=dry_mass,
             fuel_mass=fuel_mass,
@@ -494,51 +552,24 @@ class RocketLanderEnv(gym.Env):
             deck_motion=deck_motion,
             deck_period=deck_period,
         )
-        for name, value in (
-            ("success_hold_time", success_hold_time),
-            ("success_tilt", success_tilt),
-            ("success_speed", success_speed),
-            ("success_spin", success_spin),
-            ("touchdown_speed_limit", touchdown_speed_limit),
-            ("crash_tilt", crash_tilt),
-        ):
-            check_positive(name, value)
-        for name, value in (
-            ("start_offset", start_offset),
-            ("start_lateral_speed", start_lateral_speed),
-            ("start_tilt", start_tilt),
-            ("start_spin", start_spin),
-        ):
-            check_non_negative(name, value)
-        check_that(crash_tilt <= math.pi, "crash_tilt", crash_tilt, "be in (0, pi]")
-        for name, value in (("success_tilt", success_tilt), ("start_tilt", start_tilt)):
-            check_that(value < crash_tilt, name, value, f"be below crash_tilt ({crash_tilt})")
-        start_altitude = check_pair("start_altitude", start_altitude)
-        check_that(
-            0 < start_altitude[0] <= start_altitude[1], "start_altitude", start_altitude, "be (low, high) with 0 < low <= high"
-        )
-        start_vertical_speed = check_pair("start_vertical_speed", start_vertical_speed)
-        check_that(
-            start_vertical_speed[0] <= start_vertical_speed[1],
-            "start_vertical_speed",
-            start_vertical_speed,
-            "be (low, high) with low <= high",
-        )
-        bounds = check_pair("bounds", bounds)
-        check_that(
-            bounds[0] > start_offset and bounds[1] > start_altitude[1],
-            "bounds",
-            bounds,
-            "be (lateral, vertical) beyond the start ranges",
+        start_altitude, start_vertical_speed, bounds = _check_start_and_limits(
+            start_altitude=start_altitude,
+            start_offset=start_offset,
+            start_vertical_speed=start_vertical_speed,
+            start_lateral_speed=start_lateral_speed,
+            start_tilt=start_tilt,
+            start_spin=start_spin,
+            success_tilt=success_tilt,
+            success_speed=success_speed,
+            success_spin=success_spin,
+            success_hold_time=success_hold_time,
+            touchdown_speed_limit=touchdown_speed_limit,
+            crash_tilt=crash_tilt,
+            bounds=bounds,
         )
         self.weights = RewardWeights.from_value(reward_weights)
 
-        self.start_altitude = start_altitude
-        self.start_offset = float(start_offset)
-        self.start_vertical_speed = start_vertical_speed
-        self.start_lateral_speed = float(start_lateral_speed)
-        self.start_tilt = float(start_tilt)
-        self.start_spin = float(start_spin)
+        self._set_start_spread(start_altitude, start_offset, start_vertical_speed, start_lateral_speed, start_tilt, start_spin)
         self.task = LandingTask(
             self.weights,
             self.dt,
@@ -550,14 +581,51 @@ class RocketLanderEnv(gym.Env):
             crash_tilt=crash_tilt,
             bounds=bounds,
         )
+        self._make_spaces()
+        self._build_scene(vehicle_parameters, world_parameters)
+        self._clear_episode_state()
 
+    # ------------------------------------------------------------------ the steps of __init__
+    def _set_modes_and_time_steps(
+        self, render_mode: str | None, continuous: bool, physics_time_step: float, frame_skip: int
+    ) -> None:
+        """Check and set the render mode, the kind of actions and the time steps: ``frame_skip`` physics steps of
+        ``physics_time_step`` seconds make one agent step of ``dt`` seconds."""
+        self.render_mode = check_option("render_mode", render_mode, self.metadata["render_modes"])
+        self.continuous = check_bool("continuous", continuous)
+        self.frame_skip = check_integer("frame_skip", frame_skip, 1, MAX_FRAME_SKIP, "MAX_FRAME_SKIP")
+        self.physics_time_step = check_positive("physics_time_step", physics_time_step)
+        self.dt = self.physics_time_step * self.frame_skip
+
+    def _set_start_spread(
+        self,
+        start_altitude: tuple[float, float],
+        start_offset: float,
+        start_vertical_speed: tuple[float, float],
+        start_lateral_speed: float,
+        start_tilt: float,
+        start_spin: float,
+    ) -> None:
+        """Keep the checked ranges that :meth:`reset` draws the first state from (see the parameters of the class)."""
+        self.start_altitude = start_altitude
+        self.start_offset = float(start_offset)
+        self.start_vertical_speed = start_vertical_speed
+        self.start_lateral_speed = float(start_lateral_speed)
+        self.start_tilt = float(start_tilt)
+        self.start_spin = float(start_spin)
+
+    def _make_spaces(self) -> None:
+        """The observation space and the action space: ``Box(-1, 1, (6,))`` for continuous actions, else
+        ``Discrete(7)``."""
         self.observation_space = spaces.Box(-np.inf, np.inf, shape=(OBS_DIM,), dtype=np.float32)
         if self.continuous:
             self.action_space: spaces.Space = spaces.Box(-1.0, 1.0, shape=(6,), dtype=np.float32)
         else:
             self.action_space = spaces.Discrete(DISCRETE_ACTIONS)
 
-        # --- the scene: physics settings, world, vehicle, plumes (in this order: it fixes the body ids)
+    def _build_scene(self, vehicle_parameters: VehicleParameters, world_parameters: WorldParameters) -> None:
+        """Open the physics client (a GUI one for ``render_mode="human"``) and build the scene in it: physics settings,
+        world, vehicle, plumes, in this order, which fixes the body ids. The client is closed again if a part fails."""
         if self.render_mode == "human":
             check_gui_available()
         self._client: BulletClient | None = BulletClient(self.render_mode)
@@ -573,6 +641,9 @@ class RocketLanderEnv(gym.Env):
         except BaseException:
             client.close()
             raise
+
+    def _clear_episode_state(self) -> None:
+        """Set the episode clock to 0 and the observation that a non-finite state repeats to zeros."""
         self.time = 0.0
         self._last_observation = np.zeros(OBS_DIM, dtype=np.float32)
 
@@ -609,8 +680,7 @@ class RocketLanderEnv(gym.Env):
         super().reset(seed=seed)
         vehicle, world = self.vehicle, self.world
         vehicle.reset_actuators()
-        self.time = 0.0
-        self._last_observation = np.zeros(OBS_DIM, dtype=np.float32)
+        self._clear_episode_state()
         rng = self.np_random
         altitude = rng.uniform(*self.start_altitude)
         x, y = rng.uniform(-self.start_offset, self.start_offset, size=2)
