@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Sequence
@@ -93,9 +94,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     training stopped by SIGTERM or a failed env worker (:class:`~sb3_ppo_ext.zoo.stopping.TrainingStopped`, the
     model saved) ends it in one line with the exit status of the cause (143 for SIGTERM, 1 for a worker).
 
+    Run as the program (``argv`` not given), it ignores Ctrl-C once the command has ended: a second Ctrl-C pressed
+    while a stopped run saves and the process exits would otherwise kill it as the interpreter shuts down (Python
+    gives SIGINT back to the system's default then), with exit status -2 / 130 instead of the command's.
+
     :param argv: arguments after the program name (default: ``sys.argv[1:]``).
     """
-    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv is None:
+        try:
+            main(sys.argv[1:])
+        finally:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # the process ends now (an uncaught Ctrl-C still ends it so)
+        return
+    argv = list(argv)
     debug = DEBUG_OPTION in argv
     argv = [token for token in argv if token != DEBUG_OPTION]
     if not argv or argv[0] in ("-h", "--help"):

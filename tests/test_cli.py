@@ -555,6 +555,66 @@ def test_sigterm_during_the_final_save_leaves_a_whole_final_model_and_a_stopped_
     assert find_resume_point(run, "CartPole-v1").model_path == final_model
 
 
+#: ``sb3-ppo-ext train`` that presses Ctrl-C itself (SIGINT to its own process) at its 40th step, and whose final save
+#: then pauses as :data:`SLOW_FINAL_SAVE`'s does: a second Ctrl-C sent on its line lands while the stopped run saves.
+CTRL_C_THEN_SLOW_FINAL_SAVE = (
+    """
+import os, signal
+from stable_baselines3.common.vec_env import DummyVecEnv
+steps = {"count": 0}
+step_async = DummyVecEnv.step_async
+
+def step_async_pressing_ctrl_c(self, actions):
+    steps["count"] += 1
+    if steps["count"] == 40:
+        os.kill(os.getpid(), signal.SIGINT)
+    return step_async(self, actions)
+
+DummyVecEnv.step_async = step_async_pressing_ctrl_c
+"""
+    + SLOW_FINAL_SAVE
+)
+
+
+def sigint_as_in_a_terminal() -> None:
+    """In a process about to start Python: SIGINT to its default, so that Python raises ``KeyboardInterrupt`` on it
+    (a suite started in the background of a non-interactive shell ignores SIGINT, and its processes inherit that)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def test_a_second_ctrl_c_while_training_stops_ends_train_with_status_1_once_the_model_is_saved(tmp_path):
+    """Ctrl-C stops training (the model saved, exit status 0, as in rl-zoo3); a second Ctrl-C while the stopped run
+    saves does not kill it (exit status -2): the save ends, then one line says so, with exit status 1."""
+    from sb3_ppo_ext.zoo.resume import saved_num_timesteps
+
+    argv = [sys.executable, "-c", CTRL_C_THEN_SLOW_FINAL_SAVE, "train", "--env", "CartPole-v1", "-n", "100000"]
+    argv += [*quiet(tmp_path), "--hyperparams", "n_epochs:1", "n_envs:1"]
+    process = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+        preexec_fn=sigint_as_in_a_terminal,
+    )
+    assert process.stdout is not None
+    output = []
+    for line in process.stdout:
+        output.append(line)
+        if line.startswith("final model written to its temporary file"):
+            process.send_signal(signal.SIGINT)
+            break
+    output.append(process.communicate(timeout=120)[0])
+    assert process.returncode == 1, "".join(output)
+    run = str(tmp_path / "ppo_ext" / "CartPole-v1_1")
+    steps = saved_num_timesteps(os.path.join(run, "CartPole-v1.zip"))  # the 39 steps before the first Ctrl-C
+    assert steps == 39
+    assert "".join(output).strip().splitlines()[-1] == (
+        f"sb3-ppo-ext train: stopped: a second Ctrl-C came while training stopped at {steps} steps; the model was "
+        f"saved to {run}; continue with: sb3-ppo-ext train --resume {run}"
+    )
+
+
 # --- every command-line value named ------------------------------------------------------------------------------
 
 

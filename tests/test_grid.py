@@ -423,6 +423,49 @@ def test_ctrl_c_stops_the_grid_as_sigterm_does_and_leaves_the_handlers_as_they_w
     assert not Path(cells[0].folder(root), "done.json").exists() and not Path(cells[1].folder(root)).exists()
 
 
+#: ``sb3-ppo-ext grid ARGS`` whose cells' trainer is a process that says it started, and on SIGTERM takes a second to
+#: exit 143 (as ``train`` saving its model).
+GRID_OF_SLOW_STOPPING_TRAINERS = """
+import sys
+from sb3_ppo_ext.cli import main
+from sb3_ppo_ext.zoo.grid import run
+
+TRAINER = (
+    "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: (time.sleep(1), sys.exit(143))); "
+    "print('training', flush=True); time.sleep(60)"
+)
+run.sb3_ppo_ext_command = lambda: [sys.executable, "-c", TRAINER]
+main(["grid", *sys.argv[1:]])
+"""
+
+
+def test_ctrl_c_pressed_again_while_the_grid_stops_ends_it_with_status_1(tmp_path):
+    """A terminal's Ctrl-C stops the grid; more Ctrl-C's while it stops (its trainers saving, then the interpreter
+    shutting down) neither kill it with SIGINT (exit status -2) nor its trainers: it ends with 1, the cell stopped."""
+    path = write_grid(tmp_path, "tasks:\n  CartPole-v1: {seeds: [0]}\n")
+    root = tmp_path / "runs"
+    argv = [sys.executable, "-c", GRID_OF_SLOW_STOPPING_TRAINERS, "run", path, "--root", str(root)]
+    process = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as in a terminal
+    )
+    log = root / "CartPole-v1" / "ppo_ext" / "seed_0" / "train.log"
+    deadline = time.time() + 60
+    while not (log.is_file() and "training" in log.read_text()) and time.time() < deadline:
+        time.sleep(0.05)
+    while process.poll() is None and time.time() < deadline:  # Ctrl-C, again and again until the grid has ended
+        process.send_signal(signal.SIGINT)
+        time.sleep(0.05)
+    output = process.communicate(timeout=60)[0]
+    assert process.returncode == 1, output
+    assert "stop  " in output and "Traceback" not in output, output
+    (session,) = [json.loads(line) for line in (log.parent / "sessions.jsonl").read_text().splitlines()]
+    assert session["exit"] == 143  # the trainer's own exit after its save: not killed by a second SIGTERM
+
+
 @pytest.mark.usefixtures("ctrl_c_as_in_a_terminal")
 def test_a_cell_whose_training_was_ctrl_c_ed_short_of_its_budget_is_not_done(tmp_path):
     """``train`` stopped by Ctrl-C saves the model trained so far and exits 0, as rl-zoo3's does: the cell stays

@@ -45,12 +45,53 @@ def test_a_link_inside_the_snapshot_folder_is_not_followed_by_the_delete(tmp_pat
     (elsewhere / "seed_0" / "precious.txt").write_text("keep me")
     (stash / "CartPole-v1").mkdir(parents=True)
     os.symlink(elsewhere, stash / "CartPole-v1" / "a")
-    with pytest.raises(ValueError, match="leads outside"):
+    with pytest.raises(ValueError, match="CartPole-v1/a is a symbolic link"):
         grid.snapshot_cells(str(root), str(stash))
     assert (elsewhere / "seed_0" / "precious.txt").read_text() == "keep me"
     os.unlink(stash / "CartPole-v1" / "a")
     (line,) = grid.snapshot_cells(str(root), str(stash))  # the same snapshot without the link
     assert line.endswith("at 1024 steps")
+
+
+@pytest.mark.parametrize("linked", ["--to", "its task folder"])
+def test_a_snapshot_folder_reached_through_a_link_is_refused_before_anything_is_deleted(tmp_path, linked, user_error):
+    """A link as --to itself (or as a folder between it and a cell's snapshot) would let the snapshot replace a
+    folder the link points to: another run's, kept under --to's name."""
+    root, elsewhere = tmp_path / "runs", tmp_path / "elsewhere"
+    unfinished_cell(root)
+    older = elsewhere / "CartPole-v1" / "a" / "seed_0"
+    older.mkdir(parents=True)
+    (older / "precious.txt").write_text("keep me")
+    if linked == "--to":
+        os.symlink(elsewhere, tmp_path / "stash")
+    else:
+        (tmp_path / "stash").mkdir()
+        os.symlink(elsewhere / "CartPole-v1", tmp_path / "stash" / "CartPole-v1")
+    message = user_error(["grid", "snapshot", "--root", str(root), "--to", str(tmp_path / "stash")])
+    assert "is a symbolic link" in message, message
+    assert (older / "precious.txt").read_text() == "keep me"
+
+
+def test_collect_keeps_the_notes_a_user_added_to_the_rows_it_collects_again(tmp_path):
+    """The rows of a run collected again take the place of its old rows, but not of the columns a user added."""
+    root, path = tmp_path / "runs", tmp_path / "a.csv"
+    fake_run(root, "T", "a", 0, [(1000, 10.0), (2000, 20.0)], [[(5.0, 1000)]])
+    assert grid.main(["collect", "--root", str(root), "--csv", str(path)]) == 0
+    with open(path, newline="") as stream:
+        rows = list(csv.DictReader(stream))
+    with open(path, "w", newline="") as stream:  # a pandas index first, a notes column last
+        writer = csv.DictWriter(stream, fieldnames=["", *rows[0], "notes"])
+        writer.writeheader()
+        writer.writerows({"": str(index), **row, "notes": f"note {index}"} for index, row in enumerate(rows))
+    fake_run(root, "T", "a", 1, [(1000, 30.0)], [[(5.0, 1000)]])  # a new run, collected with the old one
+    assert grid.main(["collect", "--root", str(root), "--csv", str(path)]) == 0
+    with open(path, newline="") as stream:
+        merged = list(csv.DictReader(stream))
+    assert [(row["seed"], row["timesteps"], row[""], row["notes"]) for row in merged] == [
+        ("0", "1000", "0", "note 0"),
+        ("0", "2000", "1", "note 1"),
+        ("1", "1000", "", ""),
+    ]
 
 
 @pytest.mark.parametrize("added", ["notes", "pandas index"])
@@ -79,10 +120,11 @@ def test_collect_keeps_the_columns_a_user_added_to_its_csv(tmp_path, added):
 def test_collect_leaves_a_csv_it_cannot_read_as_it_was(tmp_path, user_error):
     fake_run(tmp_path / "runs", "T", "a", 0, [(1000, 10.0)], [[(5.0, 1000)]])
     path = tmp_path / "a.csv"
+    header = "task,variant,seed,kind,timesteps,episodes,eval_mean,eval_std,wall_s,finished\n"
     for text, rule in (
         ("task,variant\nT,a\n", "has no column seed"),
-        ("task,variant,seed,timesteps,episodes,eval_mean,eval_std,wall_s,finished\nT,a,x,1,1,1,1,,True\n", "line 2"),
-        ("task,variant,seed,timesteps,episodes,eval_mean,eval_std,wall_s,finished\nT,a,0,1,1,1,1,,True,extra\n", "more"),
+        (header + "T,a,x,periodic,1,1,1,1,,True\n", "line 2"),
+        (header + "T,a,0,periodic,1,1,1,1,,True,extra\n", "more"),
     ):
         path.write_text(text)
         message = user_error(["grid", "collect", "--root", str(tmp_path / "runs"), "--csv", str(path)])
@@ -103,6 +145,29 @@ def test_a_failing_write_leaves_the_old_csv_whole(tmp_path):
     with pytest.raises(RuntimeError, match="cannot be written"):  # half-way through the file
         grid.write_csv([*grid.read_csv(str(path)), {"task": Unwritable()}], str(path))
     assert path.read_text() == before and sorted(os.listdir(tmp_path)) == ["a.csv", "runs"]
+
+
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        ("variants:\n  a: {}\n  a: {hyperparams: {n_steps: 64}}\ntasks:\n  CartPole-v1: {}\n", "names the key 'a' twice"),
+        ("tasks:\n  CartPole-v1: {seeds: [0]}\n  CartPole-v1: {seeds: [1]}\n", "names the key 'CartPole-v1' twice"),
+    ],
+)
+def test_a_task_or_variant_written_twice_is_refused_by_name(tmp_path, text, rule, user_error):
+    """YAML keeps the last of two entries of one key silently: the first task or variant would be lost."""
+    path = write_grid(tmp_path, text)
+    message = user_error(["grid", "run", path, "--root", str(tmp_path / "runs"), "--dry-run"])
+    assert rule in message and "(line 3)" in message, message
+
+
+def test_defaults_merged_with_an_alias_may_still_be_overridden(tmp_path):
+    path = write_grid(
+        tmp_path,
+        "variants:\n  a: &base {hyperparams: {n_steps: 64}}\n  b: {<<: *base, hyperparams: {n_steps: 128}}\n"
+        "tasks:\n  CartPole-v1: {}\n",
+    )
+    assert [dict(cell.hyperparams)["n_steps"] for cell in grid.load_grid(path)] == [64, 128]
 
 
 @pytest.mark.parametrize(
@@ -201,6 +266,7 @@ def test_collect_refuses_bombs_before_inflating_them(tmp_path, user_error):
         ('#{"env_id": "T"}\nr,l,t\n1.0,10,1.0\n', "line 1 is not a Monitor header"),
         ('#{"t_start": 100.0}\nr,l\n1.0,10\n1.0,10\n', "episode 1: not a Monitor row"),
         ('#{"t_start": NaN}\nr,l,t\n1.0,10,1.0\n', "t_start must be a finite number"),
+        ('#{"t_start": 100.0}\nr,l,t\n1.0,10,1.0\n1.0,10,inf\n', "episode 2: not a Monitor row"),  # whole, not cut
     ],
 )
 def test_collect_names_a_monitor_file_that_is_not_the_monitors(tmp_path, user_error, content, rule):
@@ -216,6 +282,10 @@ def test_a_half_written_last_monitor_row_is_left_out(tmp_path):
     assert [row["timesteps"] for row in grid.collect(str(tmp_path / "runs"))] == [1000, 2000]
 
 
+#: The keys of a final_eval.json, open for one more.
+FINAL = '{"timesteps": 2000, "episodes": 5, "mean_return": 1, "std_return": 0'
+
+
 @pytest.mark.parametrize(
     ("name", "content", "rule"),
     [
@@ -224,15 +294,17 @@ def test_a_half_written_last_monitor_row_is_left_out(tmp_path):
         ("final_eval.json", '{"timesteps": 2000, "episodes": 0, "mean_return": 1, "std_return": 0}', "episodes must"),
         ("final_eval.json", '{"timesteps": 2000, "episodes": 5}', "mean_return must be"),
         ("final_eval.json", '{"timesteps": 1e400, "episodes": 5, "mean_return": 1, "std_return": 0}', "timesteps must"),
+        ("done.json", b'{"task": "\xff"}', "done.json: not UTF-8 text"),
+        ("final_eval.json", '{"timesteps": 1' + "0" * 5000 + "}", "final_eval.json: not JSON"),
+        ("final_eval.json", FINAL + ', "successes": 7}', "successes must lie in [0, episodes (5)], got 7"),
+        ("final_eval.json", FINAL + ', "mean_length": "long"}', "mean_length must be int or float"),
+        ("final_eval.json", FINAL + ', "mean_length": -1}', "std_return and mean_length must be >= 0"),
     ],
 )
 def test_collect_names_a_cell_file_it_cannot_use(tmp_path, user_error, name, content, rule):
     seed_folder = evaluations_path(tmp_path / "runs").parents[2]
     (seed_folder / "done.json").write_text('{"task": "T"}')
-    if name == "final_eval.json":
-        (seed_folder / name).write_text(content)
-    else:
-        (seed_folder / "done.json").write_text(content)
+    (seed_folder / name).write_bytes(content if isinstance(content, bytes) else content.encode())
     message = collect_error(tmp_path, user_error)
     assert name in message and rule in message, message
 
@@ -257,9 +329,47 @@ def test_report_refuses_bad_options_in_one_line(tmp_path, user_error, option, ru
 
 def test_report_names_a_csv_with_infinite_scores(tmp_path, user_error):
     path = tmp_path / "a.csv"
-    path.write_text("task,variant,seed,timesteps,episodes,eval_mean,eval_std,wall_s,finished\nT,a,0,1000,10,inf,1.0,,True\n")
+    path.write_text(
+        "task,variant,seed,kind,timesteps,episodes,eval_mean,eval_std,wall_s,finished\nT,a,0,periodic,1000,10,inf,1.0,,True\n"
+    )
     message = user_error(["grid", "report", str(path)])
     assert f"{path}, line 2: eval_mean must be a finite number" in message
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "rule"),
+    [
+        ("wall_s", "inf", "wall_s must be a finite number >= 0"),
+        ("success_rate", "7", "success_rate must be a finite number >= 0 and <= 1"),
+        ("success_rate", "nan", "success_rate must be a finite number"),
+        ("eval_length", "-inf", "eval_length must be a finite number >= 0"),
+        ("train_std", "inf", "train_std must be a finite number"),
+        ("timesteps", "-5", "timesteps must be a whole number from 0"),
+        ("timesteps", "nan", "timesteps must be a whole number from 0"),
+        ("episodes", "0", "episodes must be a whole number from 1"),
+        ("seed", "-1", "seed must be a whole number from 0 to 4294967295"),
+        ("finished", "maybe", "finished True or False"),
+        ("kind", "best", "kind must be periodic or final"),
+    ],
+)
+def test_report_names_a_value_out_of_its_range_in_a_csv(tmp_path, user_error, column, value, rule):
+    """Every value report reads is typed and in range: an infinity, a NaN where a number is needed, a rate above 1,
+    a negative step count, a seed or kind no collect writes."""
+    row = dict(zip(grid.CSV_FIELDS, "T a 0 periodic 1000 2 5.0 1.0 3.0 True 0.5 10 nan 0.001 0.01 1.0".split(), strict=True))
+    row[column] = value
+    path = tmp_path / "a.csv"
+    path.write_text(",".join(grid.CSV_FIELDS) + "\n" + ",".join(row.values()) + "\n")
+    message = user_error(["grid", "report", str(path), "--reps", "10", "--threshold", "T=1"])
+    assert f"{path}, line 2: " in message and rule in message, message
+
+
+def test_report_reads_the_csvs_of_the_repository(tmp_path):
+    """The rules above refuse no CSV the grids of this repository collected (NaN where a value is unknown)."""
+    from test_grid import ROOT
+
+    for path in sorted((ROOT / "docs" / "results").glob("*.csv")):
+        if path.read_text().startswith("task,variant,seed,"):
+            assert grid.read_csv(str(path)), path
 
 
 @pytest.mark.parametrize(
@@ -268,6 +378,11 @@ def test_report_names_a_csv_with_infinite_scores(tmp_path, user_error):
         ("variants: {a: {algo: '--trust-pickles'}}\ntasks: {CartPole-v1: {}}", "algo must be an algorithm's name"),
         ("variants: {a: {hyperparams: {note: 2026-12-06}}}\ntasks: {CartPole-v1: {}}", "must be plain data"),
         ("tasks: {CartPole-v1: {env_kwargs: {render_mode: human}}}", "env_kwargs must not hold render_mode"),
+        (
+            "variants: {a: {hyperparams: {env_kwargs: {render_mode: human}}}}\ntasks: {CartPole-v1: {}}",
+            "variant 'a', task 'CartPole-v1': env_kwargs must not hold render_mode",
+        ),
+        ("tasks: {CartPole-v1: {env_kwargs: \"dict(render_mode='human')\"}}", "env_kwargs must be a mapping"),
     ],
 )
 def test_a_grid_file_value_that_would_change_how_a_cell_runs_is_refused(tmp_path, text, rule):
@@ -292,5 +407,5 @@ def test_a_line_too_long_is_refused_or_skipped_without_holding_it(tmp_path, user
     assert "progress.csv, line 2: longer than 200 characters" in message, message
     (run / "progress.csv").unlink()
     path = tmp_path / "a.csv"
-    path.write_text("task,variant,seed,timesteps,episodes,eval_mean,eval_std,wall_s,finished\n" + "T" * 1000 + "\n")
+    path.write_text(",".join(grid.CSV_FIELDS) + "\n" + "T" * 1000 + "\n")
     assert f"{path}, line 2: longer than 200 characters" in user_error(["grid", "report", str(path)])

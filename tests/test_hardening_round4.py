@@ -35,6 +35,12 @@ def grid_cell(root, done: object | None, final: object | None, *, seed: int = 0)
     return folder
 
 
+def grid_main(argv: list[str], capsys) -> tuple[int, list[str]]:
+    """``grid.main(argv)``'s exit status and the lines it printed."""
+    status = grid.main(argv)
+    return status, capsys.readouterr().out.splitlines()
+
+
 @pytest.mark.parametrize(
     "done, message",
     [
@@ -42,14 +48,27 @@ def grid_cell(root, done: object | None, final: object | None, *, seed: int = 0)
         ({"seed": 0}, "task must be str, got None"),
         ({"task": 3}, "task must be str, got 3"),
         ("{", "not JSON"),
+        ("\udcff", "not UTF-8 text"),
     ],
 )
 @pytest.mark.parametrize("command", ["evaluate", "failures"])
-def test_grid_evaluate_and_failures_name_a_damaged_done_json(tmp_path, user_error, command, done, message):
-    folder = grid_cell(tmp_path, done, {"episodes": 5, "failed_episodes": {"1": "time_limit"}})
-    extra = ["--episodes", "3"] if command == "evaluate" else []
-    line = user_error(["grid", command, "--root", str(tmp_path), *extra])
-    assert f"{folder / grid.DONE_FILE}: {message}" in line
+def test_grid_evaluate_and_failures_name_a_damaged_done_json_and_go_on(tmp_path, capsys, command, done, message):
+    """One damaged cell is reported by name (exit status 1) and the other cells are still read."""
+    failed = {"episodes": 5, "failed_episodes": {"1": "time_limit"}}
+    folder = grid_cell(tmp_path, None, failed)
+    (folder / grid.DONE_FILE).write_bytes(
+        done.encode(errors="surrogateescape") if isinstance(done, str) else json.dumps(done).encode()
+    )
+    for seed in (1, 2):
+        grid_cell(tmp_path, {"task": "T-v0"}, failed, seed=seed)
+    extra = ["--episodes", "5"] if command == "evaluate" else []
+    status, lines = grid_main([command, "--root", str(tmp_path), *extra], capsys)
+    assert status == 1
+    assert f"FAIL  {folder} ({folder / grid.DONE_FILE}: {message}" in lines[0], lines
+    if command == "failures":
+        assert lines[1:] == ["T-v0 v: 2 seeds, 2 failed episodes on 1 starts; failed by every seed: [1]; by all but one: []"]
+    else:
+        assert [line.split()[0] for line in lines[1:]] == ["skip", "skip"]  # evaluated with 5 episodes already
 
 
 @pytest.mark.parametrize(
@@ -61,16 +80,20 @@ def test_grid_evaluate_and_failures_name_a_damaged_done_json(tmp_path, user_erro
         ([], "must hold a JSON object, got list"),
     ],
 )
-def test_grid_failures_names_a_damaged_final_eval_json(tmp_path, user_error, final, message):
+def test_grid_failures_names_a_damaged_final_eval_json_and_goes_on(tmp_path, capsys, final, message):
     folder = grid_cell(tmp_path, {"task": "T-v0"}, final)
-    line = user_error(["grid", "failures", "--root", str(tmp_path)])
-    assert f"{folder / grid.FINAL_EVAL_FILE}: {message}" in line
+    grid_cell(tmp_path, {"task": "T-v0"}, {"episodes": 5, "failed_episodes": {"2": "crash"}}, seed=1)
+    status, lines = grid_main(["failures", "--root", str(tmp_path)], capsys)
+    assert status == 1
+    assert lines[0].startswith(f"FAIL  {folder} ({folder / grid.FINAL_EVAL_FILE}: {message}"), lines
+    assert lines[1].startswith("T-v0 v: 1 seeds, 1 failed episodes")
 
 
-def test_grid_evaluate_names_a_final_eval_json_without_its_episode_count(tmp_path, user_error):
+def test_grid_evaluate_names_a_final_eval_json_without_its_episode_count(tmp_path, capsys):
     folder = grid_cell(tmp_path, {"task": "T-v0"}, {"episodes": [5]})
-    line = user_error(["grid", "evaluate", "--root", str(tmp_path), "--episodes", "5"])
-    assert f"{folder / grid.FINAL_EVAL_FILE}: episodes must be int, got [5]" in line
+    status, lines = grid_main(["evaluate", "--root", str(tmp_path), "--episodes", "5"], capsys)
+    assert status == 1
+    assert lines == [f"FAIL  {folder} ({folder / grid.FINAL_EVAL_FILE}: episodes must be int, got [5])"]
 
 
 def test_grid_failures_skips_a_cell_being_trained_further(tmp_path):
@@ -226,8 +249,9 @@ def test_the_opset_bounds_are_those_of_the_installed_onnx_and_torch(tmp_path):
 @pytest.mark.parametrize(
     ("header", "last_t", "message"),
     [
-        ('{"t_start": NaN}', "1.5", "its t_start must be a finite number of seconds, got nan"),
-        ('{"t_start": 1.0}', "inf", "the elapsed time t of its last row must be a finite number >= 0, got inf"),
+        ('{"t_start": NaN}', "1.5", ": its t_start must be a finite number of seconds, got nan"),
+        ('{"t_start": 1.0}', "inf", ", episode 2: not a Monitor row of t and l"),
+        ('{"t_start": 1.0}', "-2.0", ": the elapsed time t of its last row must be a finite number >= 0, got -2.0"),
     ],
 )
 def test_a_monitor_file_without_a_finite_clock_is_not_continued(tmp_path, header, last_t, message):
@@ -237,5 +261,5 @@ def test_a_monitor_file_without_a_finite_clock_is_not_continued(tmp_path, header
 
     path = tmp_path / "0.monitor.csv"
     path.write_text(f"#{header}\nr,l,t\n10.0,10,1.0\n10.0,10,{last_t}\n")
-    with pytest.raises(ResumeError, match=f"{path}: {message}"):
+    with pytest.raises(ResumeError, match=f"{path}{message}"):
         ContinuedMonitor(gym.make("CartPole-v1"), str(tmp_path / "0"))

@@ -18,9 +18,10 @@ from stable_baselines3.common.monitor import load_results
 
 from sb3_ppo_ext import PPO
 from sb3_ppo_ext.cli import main
-from sb3_ppo_ext.safe_loading import read_vecnormalize_statistics
+from sb3_ppo_ext.safe_loading import load_bounded_npz, read_vecnormalize_statistics
+from sb3_ppo_ext.zoo import resume as resume_module
 from sb3_ppo_ext.zoo.grid import run as grid_run
-from sb3_ppo_ext.zoo.progress_csv import AppendingCSVOutputFormat
+from sb3_ppo_ext.zoo.progress_csv import MAX_HEADER_BYTES, AppendingCSVOutputFormat
 from sb3_ppo_ext.zoo.resume import (
     ContinuedMonitor,
     ResumeError,
@@ -29,6 +30,7 @@ from sb3_ppo_ext.zoo.resume import (
     restore_evaluation_history,
     successes_by_evaluation,
 )
+from sb3_ppo_ext.zoo.run_text_files import MAX_LINE_CHARACTERS
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -127,14 +129,21 @@ def progress_rows(run: str) -> list[dict[str, str]]:
         return list(csv.DictReader(stream))
 
 
-def test_a_stopped_run_continues_its_schedules_evaluations_and_monitor_files(tmp_path):
+def test_a_stopped_run_continues_its_schedules_evaluations_and_monitor_files(tmp_path, monkeypatch):
     run = first_run(tmp_path, 2048)
     assert evaluation_steps(run) == [512, 1024, 1536, 2048]
     simulate_a_stop_after(run, 1024)
     rows_before = len(load_results(run))
     logged_before = progress_rows(run)
+    cut_short = sorted(glob.glob(os.path.join(run, "*.monitor.csv")))[0]
+    with open(cut_short, "a", encoding="utf-8") as stream:
+        stream.write("-12.5,3")  # the row the stop cut short: no t, no line end
+    reads = []
+    monkeypatch.setattr(resume_module, "load_bounded_npz", lambda *args: reads.append(args) or load_bounded_npz(*args))
 
     resume(run, "-n", "2560")
+
+    assert len(reads) == 1  # evaluations.npz read once, checked before training and restored from that reading
 
     final = PPO.load(os.path.join(run, f"{ENV}.zip"))
     assert final.num_timesteps == 2560
@@ -379,7 +388,34 @@ def test_resume_names_a_damaged_evaluation_history_or_progress_csv_in_one_line(t
     assert "evaluations.npz: not a readable .npz file" in user_error(["train", "--resume", run, "--no-progress"])
     with open(evaluations, "wb") as stream:
         stream.write(whole)
-    with open(os.path.join(run, "progress.csv"), "wb") as stream:
-        stream.write(b"\xff\xfe rollout/ep_rew_mean\n")
-    line = user_error(["train", "--resume", run, "--no-progress"])
-    assert "progress.csv: its header is not UTF-8 text" in line
+    progress = os.path.join(run, "progress.csv")
+    with open(progress, "rb") as stream:
+        rows = stream.read()
+    for damaged, message in (
+        (b"\xff\xfe rollout/ep_rew_mean\n", "progress.csv: its header is not UTF-8 text"),
+        (rows + b"\xff\xfe,1\n", "progress.csv: not UTF-8 text"),  # a row, read when a new column rewrites them
+        (b"a" * (MAX_HEADER_BYTES + 2), f"progress.csv: its header is longer than {MAX_HEADER_BYTES} bytes"),
+    ):
+        with open(progress, "wb") as stream:
+            stream.write(damaged)
+        line = user_error(["train", "--resume", run, "--no-progress"])
+        assert message in line, line
+    with open(progress, "wb") as stream:  # a row too long to hold, refused before it is read whole
+        stream.write(rows + b"1" * (MAX_LINE_CHARACTERS + 1) + b"\n")
+    assert "progress.csv, line" in user_error(["train", "--resume", run, "--no-progress"])
+
+
+def test_a_monitor_file_is_read_once_within_bounded_memory_to_continue_it(tmp_path):
+    """``last_elapsed_time`` keeps one row of the file at a time: a long run's monitor file is not held in memory."""
+    import tracemalloc
+
+    path = tmp_path / "0.monitor.csv"
+    rows = "".join(f"10.0,10,{step / 10:.1f}\r\n" for step in range(100_000))  # about 1.5 MB, as SB3 writes them
+    path.write_text('#{"t_start": 1.0}\nr,l,t\n' + rows, newline="")
+    tracemalloc.start()
+    try:
+        assert last_elapsed_time(str(path)) == 9999.9
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 256 * 1024, peak

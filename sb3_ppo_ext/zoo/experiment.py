@@ -260,13 +260,15 @@ class SafeExperimentManager(
                 if model.num_timesteps == 0:  # failed before its first step: nothing trained, nothing to keep
                     self.remove_unstarted_run()
                 self.release_run_folder()
+                self.restore_ctrl_c()
                 raise
 
     def save_trained_model(self, model: BaseAlgorithm) -> None:
         """rl-zoo3's saving of the final model (:meth:`~sb3_ppo_ext.zoo.stopping.StoppableExperiment.save_trained_model`),
         then, for a run that finished (not one stopped by SIGTERM), one line with the final model's and the best model's
         last evaluations (:func:`~sb3_ppo_ext.zoo.run_summary.end_of_training_line`). The run folder's lock is given
-        back at the end, whatever happens."""
+        back at the end, whatever happens, and Ctrl-C to its handler of before training
+        (:meth:`~sb3_ppo_ext.zoo.stopping.StoppableExperiment.restore_ctrl_c`)."""
         try:
             super().save_trained_model(model)
             evaluation = next((callback for callback in self.callbacks if isinstance(callback, EvalCallback)), None)
@@ -277,6 +279,7 @@ class SafeExperimentManager(
                 print(end_of_training_line(*last_best, self.play_best_command()))
         finally:
             self.release_run_folder()
+            self.restore_ctrl_c()
 
     def play_best_command(self) -> str:
         """The ``enjoy`` command that plays this run's ``best_model.zip``."""

@@ -15,6 +15,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import CSVOutputFormat, filter_excluded_keys
 
 from sb3_ppo_ext.files import atomic_write
+from sb3_ppo_ext.zoo.run_text_files import bounded_lines
 
 #: The file, in the run folder, that :class:`ProgressCSVCallback` writes (SB3's name for its logger's CSV).
 PROGRESS_FILE = "progress.csv"
@@ -25,10 +26,15 @@ MAX_HEADER_BYTES = 1 << 20
 def read_header(filename: str) -> list[str]:
     """The column names of an existing ``progress.csv`` (its first line, at most :data:`MAX_HEADER_BYTES`).
 
-    :raises ValueError: naming the file, when the header is not UTF-8 text.
+    :raises ValueError: naming the file, when the header is longer or not UTF-8 text.
     """
     with open(filename, "rb") as stream:
-        line = stream.readline(MAX_HEADER_BYTES)
+        line = stream.readline(MAX_HEADER_BYTES + 1)
+    if len(line) > MAX_HEADER_BYTES:
+        raise ValueError(
+            f"{filename}: its header is longer than {MAX_HEADER_BYTES} bytes, not a progress.csv SB3's logger wrote; "
+            "move it aside to continue the run with a new one"
+        )
     try:
         return line.decode("utf-8").rstrip("\r\n").split(",")
     except UnicodeDecodeError:
@@ -36,6 +42,27 @@ def read_header(filename: str) -> list[str]:
             f"{filename}: its header is not UTF-8 text, not a progress.csv SB3's logger wrote; move it aside to "
             "continue the run with a new one"
         ) from None
+
+
+def check_progress_csv(filename: str) -> list[str]:
+    """Check an existing ``progress.csv`` before a resumed run continues it, and return its column names: UTF-8 text
+    (:func:`read_header`), each line at most :data:`~sb3_ppo_ext.zoo.run_text_files.MAX_LINE_CHARACTERS` characters,
+    read one at a time. A new column rewrites the file's rows while the model learns
+    (:meth:`AppendingCSVOutputFormat.add_columns`), where a damaged file would end training with a traceback.
+
+    :raises ValueError: naming the file (and line), for a file SB3's logger did not write.
+    """
+    keys = read_header(filename)
+    with open(filename, encoding="utf-8") as stream:
+        try:
+            for _ in bounded_lines(stream, filename):
+                pass
+        except UnicodeDecodeError as error:
+            raise ValueError(
+                f"{filename}: not UTF-8 text ({error.reason}), not a progress.csv SB3's logger wrote; move it aside to "
+                "continue the run with a new one"
+            ) from None
+    return keys
 
 
 class AppendingCSVOutputFormat(CSVOutputFormat):
@@ -84,7 +111,8 @@ class AppendingCSVOutputFormat(CSVOutputFormat):
 
     def add_columns(self, keys: list[str]) -> None:
         """Append ``keys`` to the header: a file without rows gets its header written; one with rows is rewritten with
-        the longer header and an empty cell per new column in each row, atomically, and opened again for appending."""
+        the longer header and an empty cell per new column in each row, a bounded line at a time, atomically, and
+        opened again for appending."""
         self.keys.extend(keys)
         header = self.separator.join(self.keys) + "\n"
         self.file.flush()
@@ -92,11 +120,11 @@ class AppendingCSVOutputFormat(CSVOutputFormat):
             self.file.write(header)
             return
         self.file.close()
-        with open(self.filename, encoding="utf-8") as stream:
-            rows = stream.read().splitlines()[1:]
-        with atomic_write(self.filename, "w") as stream:
+        with open(self.filename, encoding="utf-8") as source, atomic_write(self.filename, "w") as stream:
             stream.write(header)
-            stream.writelines(row + self.separator * len(keys) + "\n" for row in rows if row)
+            rows = bounded_lines(source, self.filename)
+            next(rows, None)  # the old header
+            stream.writelines(row.rstrip("\r\n") + self.separator * len(keys) + "\n" for row in rows if row.strip("\r\n"))
         self.file = open(self.filename, "a", encoding="utf-8")  # closed by close(), as SB3's file
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import glob
-import math
 import os
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -50,8 +49,8 @@ from sb3_ppo_ext.validation import MAX_EVALUATION_HISTORY_BYTES
 from sb3_ppo_ext.zoo.config.blocks import MAX_N_TIMESTEPS
 from sb3_ppo_ext.zoo.config.run_files import check_run_folder, load_run_yaml
 from sb3_ppo_ext.zoo.options import Option
-from sb3_ppo_ext.zoo.progress_csv import PROGRESS_FILE, read_header
-from sb3_ppo_ext.zoo.run_text_files import read_monitor
+from sb3_ppo_ext.zoo.progress_csv import PROGRESS_FILE, check_progress_csv
+from sb3_ppo_ext.zoo.run_text_files import MonitorFile, scan_monitor
 
 #: The options that may be given with ``--resume`` (``argparse`` destinations): how the run is carried out, not what
 #: it trains. Every other setting comes from the run's ``args.yml`` / ``config.yml``.
@@ -269,7 +268,9 @@ def read_evaluations(run_folder: str) -> dict[str, np.ndarray]:
     return arrays
 
 
-def restore_evaluation_history(callback: EvalCallback, num_timesteps: int, n_envs: int) -> int:
+def restore_evaluation_history(
+    callback: EvalCallback, num_timesteps: int, n_envs: int, saved: dict[str, np.ndarray] | None = None
+) -> int:
     """Give ``callback`` the run's evaluations up to ``num_timesteps`` and its place on the evaluation grid.
 
     rl-zoo3's ``EvalCallback`` writes its whole history to ``evaluations.npz`` at each evaluation and keeps the best
@@ -277,13 +278,16 @@ def restore_evaluation_history(callback: EvalCallback, num_timesteps: int, n_env
     and save its first evaluation as ``best_model.zip`` however bad. Its call counter is set as if the run had not
     stopped, so evaluations stay at multiples of ``eval_freq``.
 
+    :param saved: the history, where it was read already (:func:`read_evaluations`); else it is read from the
+        callback's ``evaluations.npz``.
     :returns: the number of evaluations kept.
     """
     callback.n_calls = num_timesteps // n_envs
-    path = None if callback.log_path is None else callback.log_path + ".npz"
-    if path is None or not os.path.isfile(path):
-        return 0
-    saved = read_evaluations(os.path.dirname(path))
+    if saved is None:
+        path = None if callback.log_path is None else callback.log_path + ".npz"
+        if path is None or not os.path.isfile(path):
+            return 0
+        saved = read_evaluations(os.path.dirname(path))
     keep = saved["timesteps"] <= num_timesteps
     callback.evaluations_timesteps = [int(step) for step in saved["timesteps"][keep]]
     callback.evaluations_results = [list(row) for row in saved["results"][keep]]
@@ -301,17 +305,23 @@ class ContinuedMonitor(Monitor):
     """SB3's ``Monitor`` that appends to an existing monitor file and continues its elapsed times.
 
     The file's rows keep the header of the run's start (``t_start``); new rows get ``t`` from the last one written on,
-    so the file stays sorted by time and reads as one run whose clock did not run while it was stopped. A file that
-    does not exist yet is started as SB3's ``Monitor`` starts one.
+    so the file stays sorted by time and reads as one run whose clock did not run while it was stopped. A row cut short
+    by the stop (no line end) is removed first, so that the new rows do not continue it. A file that does not exist
+    yet, or holds no more than its header, is started as SB3's ``Monitor`` starts one.
     """
 
     def __init__(self, env: Any, filename: str | None = None, *args: Any, **kwargs: Any) -> None:
-        path = None if filename is None else monitor_file_path(filename)
-        continued = path if path is not None and os.path.isfile(path) and os.path.getsize(path) > 0 else None
-        kwargs["override_existing"] = continued is None
+        monitor = None
+        if filename is not None and os.path.isfile(path := monitor_file_path(filename)):
+            monitor = continuable_monitor(path)
+            if monitor is not None and not monitor.has_columns:  # its header only: started afresh
+                monitor = None
+            if monitor is not None and os.path.getsize(path) > monitor.complete_bytes:
+                os.truncate(path, monitor.complete_bytes)  # the row the stop cut short
+        kwargs["override_existing"] = monitor is None
         super().__init__(env, filename, *args, **kwargs)
-        if continued is not None:
-            self.t_start -= last_elapsed_time(continued)
+        if monitor is not None and monitor.episodes:
+            self.t_start -= monitor.episodes[-1][0]
 
 
 def monitor_file_path(filename: str) -> str:
@@ -323,32 +333,35 @@ def monitor_file_path(filename: str) -> str:
     return f"{filename}.{Monitor.EXT}"
 
 
-def last_elapsed_time(path: str) -> float:
-    """The ``t`` column of the last row of a monitor file (0 when it has no row): the continued rows count on from it.
-
-    The file is checked first as ``grid collect`` and ``plot`` read it
-    (:func:`~sb3_ppo_ext.zoo.run_text_files.read_monitor`: a JSON header with a finite ``t_start``, rows of finite
-    ``t``), and the last ``t`` must be a finite number >= 0: a continued clock that starts from a NaN or an infinity
-    writes only NaN or infinite times.
+def continuable_monitor(path: str) -> MonitorFile | None:
+    """A monitor file that a resumed run continues, read once a bounded line at a time and keeping only its last
+    episode (:func:`~sb3_ppo_ext.zoo.run_text_files.scan_monitor`, as ``grid collect`` and ``plot`` read it: a JSON
+    header with a finite ``t_start``, rows of finite ``t``), or ``None`` for an empty file; the last ``t`` must be
+    >= 0: a continued clock that starts from a NaN or an infinity writes only NaN or infinite times.
 
     :raises ResumeError: naming the file and what is wrong with it.
     """
+    if os.path.getsize(path) == 0:
+        return None
     try:
-        read_monitor(path)
+        monitor = scan_monitor(path, keep_episodes=False)
     except ValueError as error:
         raise ResumeError(f"--resume: {error}; not a monitor file a run can continue") from None
-    with open(path, encoding="utf-8") as stream:
-        lines = [line for line in stream.read().splitlines() if line and not line.startswith("#")]
-    if len(lines) < 2:  # the column names only
-        return 0.0
-    columns = lines[0].split(",")
-    try:
-        elapsed = float(lines[-1].split(",")[columns.index("t")])
-    except (ValueError, IndexError):
-        raise ResumeError(f"--resume: {path} is not a monitor file SB3 wrote (its last row has no elapsed time)") from None
-    if not math.isfinite(elapsed) or elapsed < 0:
-        raise ResumeError(f"--resume: {path}: the elapsed time t of its last row must be a finite number >= 0, got {elapsed}")
-    return elapsed
+    if monitor.episodes and monitor.episodes[-1][0] < 0:
+        raise ResumeError(
+            f"--resume: {path}: the elapsed time t of its last row must be a finite number >= 0, got {monitor.episodes[-1][0]}"
+        )
+    return monitor
+
+
+def last_elapsed_time(path: str) -> float:
+    """The ``t`` column of the last whole row of a monitor file (0 when it has none): the continued rows count on from
+    it (:func:`continuable_monitor`: the file read once).
+
+    :raises ResumeError: naming the file and what is wrong with it.
+    """
+    monitor = continuable_monitor(path)
+    return monitor.episodes[-1][0] if monitor is not None and monitor.episodes else 0.0
 
 
 @contextlib.contextmanager
@@ -405,6 +418,9 @@ class ResumableExperiment(ExperimentManager):
     #: Where a ``--resume``d run continues from (set when its settings are read, :meth:`take_resume_point`), else
     #: ``None``.
     resume_point: ResumePoint | None = None
+    #: A resumed run's evaluation history (:func:`read_evaluations`), read once by :meth:`take_resume_point`, or
+    #: ``None`` where it has none.
+    evaluation_history: dict[str, np.ndarray] | None = None
 
     @property
     def resume_folder(self) -> str | None:
@@ -432,11 +448,11 @@ class ResumableExperiment(ExperimentManager):
         self.trained_agent, self.continue_training = self.resume_point.model_path, True
         # The files the continued run reads back, checked before anything is built or trained.
         if os.path.isfile(os.path.join(self.save_path, "evaluations.npz")):
-            read_evaluations(self.save_path)
+            self.evaluation_history = read_evaluations(self.save_path)
         if os.path.isfile(os.path.join(self.save_path, PROGRESS_FILE)):
-            read_header(os.path.join(self.save_path, PROGRESS_FILE))
+            check_progress_csv(os.path.join(self.save_path, PROGRESS_FILE))
         for monitor_file in glob.glob(os.path.join(glob.escape(self.save_path), f"*{Monitor.EXT}")):
-            last_elapsed_time(monitor_file)  # here, not first in an env worker process
+            continuable_monitor(monitor_file)  # here, not first in an env worker process
 
     def monitors_of(self, *, eval_env: bool, no_log: bool) -> contextlib.AbstractContextManager:
         """While envs are built: a resumed run's training envs continue its monitor files (:class:`ContinuedMonitor`)
@@ -462,7 +478,7 @@ class ResumableExperiment(ExperimentManager):
         assert self.resume_point is not None  # only called for a resumed run
         for callback in self.callbacks:
             if isinstance(callback, EvalCallback):
-                restore_evaluation_history(callback, model.num_timesteps, self.n_envs)
+                restore_evaluation_history(callback, model.num_timesteps, self.n_envs, self.evaluation_history)
         remaining = max(0, int(self.n_timesteps) - int(model.num_timesteps))
         print(
             f"Resuming {self.save_path} at {model.num_timesteps} steps from {self.resume_point.model_path}: "

@@ -1,6 +1,6 @@
 """Training stopped before its budget without losing the run: SIGTERM handled as Ctrl-C (and held back while the
-final model is saved), and the exception that tells the command line what stopped training and with which exit
-status."""
+final model is saved), a second Ctrl-C held back while training stops, and the exception that tells the command line
+what stopped training and with which exit status."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ SIGTERM_EXIT_STATUS = 128 + signal.SIGTERM
 
 #: Exit status of ``train`` stopped by a failed env worker.
 WORKER_FAILURE_EXIT_STATUS = 1
+#: Exit status of ``train`` given a second Ctrl-C while it stopped (the first one ends it with 0, as rl-zoo3 does).
+SECOND_CTRL_C_EXIT_STATUS = 1
 
 
 class TrainingStopped(Exception):
@@ -94,26 +96,75 @@ def sigterm_deferred(on_signal: Callable[[], None]) -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+class CtrlCWhileStopping:
+    """SIGINT (Ctrl-C) while a model learns and the run is then saved: the first one stops training as Python's own
+    handler does (``KeyboardInterrupt``, which rl-zoo3 catches to save the model), and every later one, or any one
+    that comes once a SIGTERM has stopped training, is only recorded: the save runs to its end rather than dying with
+    the signal (exit status -2 / 130). Installed only where SIGINT raises ``KeyboardInterrupt`` (Python's default, in
+    the main thread): a process started with SIGINT ignored keeps ignoring it."""
+
+    def __init__(self) -> None:
+        #: SIGINT's handler before :meth:`install`, while this object's handler is installed.
+        self.previous: Any = None
+        #: Whether training is stopping (a first Ctrl-C or a SIGTERM came).
+        self.stopping = False
+        #: Whether a Ctrl-C came while training was stopping.
+        self.late = False
+
+    def install(self) -> None:
+        """Take over SIGINT (see the class), unless another handler than Python's default holds it."""
+        in_main_thread = threading.current_thread() is threading.main_thread()
+        if in_main_thread and self.previous is None and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self.previous = signal.signal(signal.SIGINT, self._on_sigint)
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        if self.stopping:
+            self.late = True
+            return
+        self.stopping = True
+        raise KeyboardInterrupt
+
+    def restore(self) -> None:
+        """Give SIGINT back to the handler it had before :meth:`install` (the command line ignores it from there to
+        the process's end: :func:`~sb3_ppo_ext.cli.main`)."""
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+            self.previous = None
+
+
 class StoppableExperiment(ExperimentManager):
     """The part of :class:`~sb3_ppo_ext.zoo.experiment.SafeExperimentManager` that SIGTERM or a failed env worker stop
     without losing the run: as after Ctrl-C, learning ends, the envs are closed and the model trained so far is saved
     with its statistics, then :meth:`save_trained_model` raises :class:`TrainingStopped`, which says what stopped
     training. A worker failure before the first step stops the command at once (nothing trained, nothing to save).
     A SIGTERM that comes while the final model is saved waits for the save to end, then stops the command the same
-    way."""
+    way. Ctrl-C stops training as in rl-zoo3 (the model saved, exit status 0); a second Ctrl-C while training stops
+    and the model is saved waits for the save too, then stops the command with exit status 1
+    (:class:`CtrlCWhileStopping`)."""
 
     #: What stopped training before its budget (SIGTERM or the failure of an env worker), once it did.
     stopped_by: str | None = None
     #: The command's exit status for :attr:`stopped_by`.
     stopped_exit_status: int = 0
+    #: The handler of Ctrl-C while the model learns and is saved, once :meth:`learn` has installed it.
+    ctrl_c: CtrlCWhileStopping | None = None
+
+    def restore_ctrl_c(self) -> None:
+        """Give SIGINT back to its handler of before :meth:`learn` (:meth:`CtrlCWhileStopping.restore`)."""
+        if self.ctrl_c is not None:
+            self.ctrl_c.restore()
 
     def learn(self, model: BaseAlgorithm) -> None:
         """rl-zoo3's training (the next class's ``learn``), which SIGTERM or a failed env worker stop."""
 
+        ctrl_c = self.ctrl_c = CtrlCWhileStopping()
+
         def stopped_by_sigterm() -> None:
             self.stopped_by = f"training was stopped by SIGTERM at {model.num_timesteps} steps"
             self.stopped_exit_status = SIGTERM_EXIT_STATUS
+            ctrl_c.stopping = True
 
+        ctrl_c.install()
         with sigterm_stops_training(stopped_by_sigterm):
             try:
                 super().learn(model)
@@ -130,8 +181,8 @@ class StoppableExperiment(ExperimentManager):
         """rl-zoo3's saving of the final model (the next class's), which a SIGTERM does not cut short: one that comes
         during the save is held back until the files are written (:func:`sigterm_deferred`).
 
-        :raises TrainingStopped: once saved, when SIGTERM or a failed env worker stopped training (:meth:`learn`), or
-            a SIGTERM came during the save.
+        :raises TrainingStopped: once saved, when SIGTERM or a failed env worker stopped training (:meth:`learn`), a
+            SIGTERM came during the save, or a second Ctrl-C while training stopped.
         """
 
         def stopped_by_sigterm_during_save() -> None:
@@ -144,6 +195,9 @@ class StoppableExperiment(ExperimentManager):
 
         with sigterm_deferred(stopped_by_sigterm_during_save):
             super().save_trained_model(model)
+        if self.ctrl_c is not None and self.ctrl_c.late and self.stopped_by is None:
+            self.stopped_by = f"a second Ctrl-C came while training stopped at {model.num_timesteps} steps"
+            self.stopped_exit_status = SECOND_CTRL_C_EXIT_STATUS
         if self.stopped_by is not None:
             saved = self.normalize and model.get_vec_normalize_env() is not None
             what = "the model and its VecNormalize statistics were" if saved else "the model was"

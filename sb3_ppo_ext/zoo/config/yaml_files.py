@@ -128,6 +128,27 @@ def read_yaml_text(path: str) -> str:
         raise ValueError(f"{path} is not a UTF-8 text file ({error.reason} at byte {error.start})") from None
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that refuses a mapping naming one key twice, where PyYAML keeps the last value silently
+    (a grid file's task or variant written twice would lose the first entry). A merge key (``<<: *defaults``) is no
+    such repeat: the keys it brings in may be overridden."""
+
+    def compose_mapping_node(self, anchor: Any) -> yaml.MappingNode:
+        """PyYAML's composition of a mapping, then its keys checked (a repeated one raises ``ConstructorError``)."""
+        node = super().compose_mapping_node(anchor)
+        seen: set[tuple[str, str]] = set()
+        for key, _ in node.value:
+            if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+                continue
+            if (key.tag, key.value) in seen:
+                line = key.start_mark.line + 1 if key.start_mark is not None else "?"
+                raise yaml.constructor.ConstructorError(
+                    f"names the key {key.value!r} twice in one mapping (line {line}); list it once"
+                )
+            seen.add((key.tag, key.value))
+        return node
+
+
 def load_yaml(text: str, *, where: str, loader: type[yaml.SafeLoader] = yaml.SafeLoader) -> Any:
     """Check ``text`` with :func:`check_yaml_limits`, then load it with ``loader`` (a ``SafeLoader`` or subclass).
 

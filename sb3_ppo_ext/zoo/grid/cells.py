@@ -12,7 +12,7 @@ from typing import Any
 
 from sb3_ppo_ext.validation import MAX_GRID_CELLS, check_int, check_kwargs
 from sb3_ppo_ext.zoo.config.blocks import MAX_N_TIMESTEPS
-from sb3_ppo_ext.zoo.config.yaml_files import load_yaml_file
+from sb3_ppo_ext.zoo.config.yaml_files import UniqueKeyLoader, load_yaml_file
 
 #: The keys a task's entry may hold (``defaults`` may hold all but ``seeds`` and ``variants``).
 CELL_KEYS = {"seeds", "variants", "n_timesteps", "eval_freq", "eval_episodes", "env_kwargs", "save_freq"}
@@ -188,15 +188,16 @@ def load_grid(path: str, relative_to: str | None = None) -> list[Cell]:
     """The cells of a grid file, in file order (task, then variant, then seed).
 
     The file is read within the limits of :mod:`~sb3_ppo_ext.zoo.config.yaml_files` (size, nesting, alias expansion; no
-    Python tags). Task and variant names must be folder names (:func:`check_path_component`), hyperparameter keys
-    argument names, seeds integers from 0 to :data:`MAX_SEED`, the budgets and frequencies positive integers.
+    Python tags; no key twice in a mapping). Task and variant names must be folder names (:func:`check_path_component`),
+    hyperparameter keys argument names, seeds integers from 0 to :data:`MAX_SEED`, the budgets and frequencies
+    positive integers, ``env_kwargs`` (a task's, or a variant's hyperparameter) a mapping without ``render_mode``.
 
     :param path: the grid file (YAML).
     :param relative_to: the folder that relative ``conf`` and ``trained_agent`` paths start from (default: the
         current directory).
     :raises ValueError: naming the file, and the task or variant whose entry is malformed.
     """
-    spec = load_yaml_file(path)
+    spec = load_yaml_file(path, loader=UniqueKeyLoader)
     if not isinstance(spec, dict) or not isinstance(spec.get("tasks"), dict) or not spec["tasks"]:
         raise ValueError(f"{path}: a grid file needs a non-empty 'tasks' mapping")
     _check_keys(path, spec, {"defaults", "variants", "tasks"})
@@ -318,9 +319,12 @@ def _variant_cells(
             raise ValueError(f"{where}: trained_agent must be a model .zip, got {variant['trained_agent']!r}")
     hyperparams = dict(_mapping(f"{where}: hyperparams", variant.get("hyperparams")))
     if "env_kwargs" in entry:
-        if isinstance(entry["env_kwargs"], dict) and "render_mode" in entry["env_kwargs"]:
-            raise ValueError(f"{path}: task {task!r}: env_kwargs must not hold render_mode: a grid's cells train headless")
         hyperparams["env_kwargs"] = entry["env_kwargs"]
+    env_kwargs = hyperparams.get("env_kwargs", {})
+    if not isinstance(env_kwargs, dict):
+        raise ValueError(f"{where}, task {task!r}: env_kwargs must be a mapping of the task's arguments, got {env_kwargs!r}")
+    if "render_mode" in env_kwargs:
+        raise ValueError(f"{where}, task {task!r}: env_kwargs must not hold render_mode: a grid's cells train headless")
     check_kwargs(f"{where}: hyperparams", hyperparams)  # keys become `train --hyperparams key:value` items
     _check_plain_data(f"{where}: hyperparams", hyperparams)
     where = f"{path}: task {task!r}"

@@ -19,7 +19,8 @@ the grid file), else it is started again after moving its partial folder aside. 
 root with its ``done.json`` removed (e.g. a screening run to be trained on to a larger ``n_timesteps``) continues
 from its final model the same way. ``--jobs`` cells run at once, one process each. The wall-clock of a cell is the
 sum of its sessions' (``sessions.jsonl``); SIGTERM to ``run`` stops its training processes (each saves its model
-where it stopped, which the next ``run`` resumes), records their sessions and starts no further cell. Task and
+where it stopped, which the next ``run`` resumes), records their sessions and starts no further cell (Ctrl-C and
+SIGHUP too; more of them while it stops change nothing, and it exits with status 1). Task and
 variant names become folders under ``--root`` only once checked as folder names; a grid reads, writes and moves
 nothing outside ``--root``.
 
@@ -29,6 +30,8 @@ several sessions to another machine (copy it back under the root and ``run`` res
 ``evaluate`` plays the final model of every finished cell for many deterministic episodes from one fixed env seed
 (the same starts for every cell; through the plain-data agent files that a shipped agent uses) into the cell's
 ``final_eval.json``: periodic evaluations of 10 episodes are too noisy to rank near-solved tasks such as Pendulum.
+``evaluate`` and ``failures`` report a cell whose ``done.json`` or ``final_eval.json`` is damaged in a ``FAIL`` line
+and go on with the others (exit status 1).
 
 ``failures`` lists, per task and variant, the starts of those final evaluations that every seed failed (tasks that
 report success, e.g. the rocket's landings): hard starts rather than one policy's slips.
@@ -40,7 +43,8 @@ it includes the evaluations before it), whether the run has finished, the episod
 values SB3 logged last before it (action std, learning rate, ``approx_kl``, beta: exact from the run's
 ``progress.csv``, else as printed in the cell's ``train.log`` for runs trained before ``train`` wrote that file).
 Into an existing CSV it merges: the runs found under ``--root`` replace their rows, and the CSV's other runs (trained
-under another root, or on another machine in an earlier session) keep theirs; ``--replace`` writes the root's runs
+under another root, or on another machine in an earlier session) keep theirs; columns the CSV has beyond collect's
+(notes, pandas' index) are kept, with their values on the rows collected again; ``--replace`` writes the root's runs
 alone.
 
 ``report`` prints, per task and variant (finished runs only, unless ``--include-unfinished``), each seed's score
@@ -80,7 +84,7 @@ from sb3_ppo_ext.zoo.grid.cells import load_grid
 from sb3_ppo_ext.zoo.grid.collect import collect, merge_rows, read_csv, run_key, write_csv
 from sb3_ppo_ext.zoo.grid.evaluate import evaluate_cells, shared_failures
 from sb3_ppo_ext.zoo.grid.report import CURVE_VALUES, curve_table, plot, report
-from sb3_ppo_ext.zoo.grid.run import run_grid, snapshot_cells
+from sb3_ppo_ext.zoo.grid.run import ignore_stop_signals_once_stopped, run_grid, snapshot_cells
 
 
 def _threshold(pair: str) -> tuple[str, float]:
@@ -196,7 +200,7 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser, relative_to:
         for cell in cells:
             cell.folder(root)  # every name a folder under the root, before any cell runs
     except (OSError, ValueError) as error:
-        parser.error(str(error))
+        parser.error(" ".join(line.strip() for line in str(error).splitlines() if line.strip()))  # one line
     for flag, wanted, known in (
         ("--only", args.only, {cell.variant for cell in cells}),
         ("--tasks", args.tasks, {cell.task for cell in cells}),
@@ -217,7 +221,9 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser, relative_to:
         for cell in cells:
             print(shlex.join(["sb3-ppo-ext", *cell.train_argv(cell.folder(root))]))
         return 0
-    return 0 if run_grid(cells, root, args.jobs) else 1
+    finished = run_grid(cells, root, args.jobs)
+    ignore_stop_signals_once_stopped()
+    return 0 if finished else 1
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -261,16 +267,17 @@ def main(argv: Sequence[str] | None = None, relative_to: str | None = None, prog
     if args.command == "evaluate":
         if args.episodes < 1:
             parser.error(f"--episodes must be >= 1, got {args.episodes}")
-        for line in evaluate_cells(os.path.expanduser(args.root), args.episodes, args.tasks):
-            print(line, flush=True)
-        return 0
+        lines = evaluate_cells(os.path.expanduser(args.root), args.episodes, args.tasks)
+        print("\n".join(lines))
+        return 1 if any(line.startswith("FAIL") for line in lines) else 0
     if args.command == "snapshot":
         for line in snapshot_cells(os.path.expanduser(args.root), args.to):
             print(line, flush=True)
         return 0
     if args.command == "failures":
-        print("\n".join(shared_failures(os.path.expanduser(args.root))))
-        return 0
+        lines = shared_failures(os.path.expanduser(args.root))
+        print("\n".join(lines))
+        return 1 if any(line.startswith("FAIL") for line in lines) else 0
     if args.command == "collect":
         rows = collect(os.path.expanduser(args.root))
         collected_runs = len({run_key(row) for row in rows})

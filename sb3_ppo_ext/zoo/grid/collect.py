@@ -17,7 +17,14 @@ import numpy as np
 from sb3_ppo_ext.files import atomic_path
 from sb3_ppo_ext.zoo.config.blocks import MAX_N_TIMESTEPS
 from sb3_ppo_ext.zoo.config.run_files import load_run_yaml
-from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, FINAL_EVAL_FILE, cell_folders, cell_run_folders, cell_seed
+from sb3_ppo_ext.zoo.grid.cells import (
+    DONE_FILE,
+    FINAL_EVAL_FILE,
+    MAX_SEED,
+    cell_folders,
+    cell_run_folders,
+    cell_seed,
+)
 from sb3_ppo_ext.zoo.progress_csv import PROGRESS_FILE
 from sb3_ppo_ext.zoo.resume import read_evaluations, successes_by_evaluation
 from sb3_ppo_ext.zoo.run_text_files import bounded_lines, checked_csv_rows, csv_rows, read_monitor
@@ -180,13 +187,16 @@ def read_json_object(
 
     :raises ValueError: naming the file and the key.
     """
-    with open(path, encoding="utf-8") as stream:
-        text = stream.read(MAX_CELL_JSON_CHARACTERS + 1)
+    try:
+        with open(path, encoding="utf-8") as stream:
+            text = stream.read(MAX_CELL_JSON_CHARACTERS + 1)
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start}); not a file the grid wrote") from None
     if len(text) > MAX_CELL_JSON_CHARACTERS:
         raise ValueError(f"{path}: more than {MAX_CELL_JSON_CHARACTERS} characters; not a file the grid wrote")
     try:
         value = json.loads(text)
-    except json.JSONDecodeError as error:
+    except ValueError as error:  # json's errors, and Python's limit on the digits of an integer
         raise ValueError(f"{path}: not JSON ({error})") from None
     if not isinstance(value, dict):
         raise ValueError(f"{path}: must hold a JSON object, got {type(value).__name__}")
@@ -274,10 +284,14 @@ def _final_row(cell: _CellOfRows, final_path: str) -> dict[str, Any]:
     final = read_json_object(
         final_path,
         {"timesteps": (int,), "episodes": (int,), "mean_return": number, "std_return": number},
-        optional={"successes": (int,)},
+        optional={"successes": (int,), "mean_length": number},
     )
     if final["episodes"] < 1 or not 0 <= final["timesteps"] <= MAX_N_TIMESTEPS:
         raise ValueError(f"{final_path}: episodes must be >= 1 and timesteps in [0, {MAX_N_TIMESTEPS}]")
+    if not 0 <= final.get("successes", 0) <= final["episodes"]:
+        raise ValueError(f"{final_path}: successes must lie in [0, episodes ({final['episodes']})], got {final['successes']}")
+    if final["std_return"] < 0 or final.get("mean_length", 0) < 0:
+        raise ValueError(f"{final_path}: std_return and mean_length must be >= 0")
     values = {
         "timesteps": final["timesteps"],
         "episodes": final["episodes"],
@@ -301,11 +315,15 @@ def merge_rows(existing: Sequence[dict[str, Any]], collected: Sequence[dict[str,
 
     A run is a (task, variant, seed); its collected rows take the place of its first existing row, so the CSV keeps
     its order, and runs new to it follow at the end. Runs that ``collected`` lacks (trained under another root or
-    on another machine) keep their rows.
+    on another machine) keep their rows. The columns ``existing`` has beyond :data:`CSV_FIELDS` (a user's notes,
+    pandas' index) stay: a collected row takes their values from the existing row of its run, kind and step, and is
+    empty in them where there is none.
     """
+    added = list(dict.fromkeys(key for row in existing for key in row if key not in CSV_FIELDS))
+    notes = {_evaluation_key(row): {key: row.get(key, "") for key in added} for row in existing}
     by_run: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
     for row in collected:
-        by_run.setdefault(run_key(row), []).append(row)
+        by_run.setdefault(run_key(row), []).append({**notes.get(_evaluation_key(row), dict.fromkeys(added, "")), **row})
     merged: list[dict[str, Any]] = []
     placed: set[tuple[str, str, int]] = set()
     for row in existing:
@@ -319,6 +337,11 @@ def merge_rows(existing: Sequence[dict[str, Any]], collected: Sequence[dict[str,
         if run not in placed:
             merged.extend(rows)
     return merged
+
+
+def _evaluation_key(row: dict[str, Any]) -> tuple[tuple[str, str, int], str, int]:
+    """The evaluation a row of :func:`collect` or :func:`read_csv` holds: its run, kind and step."""
+    return run_key(row), str(row.get("kind")), int(row["timesteps"])
 
 
 def write_csv(rows: Sequence[dict[str, Any]], path: str) -> None:
@@ -356,23 +379,64 @@ def read_csv(path: str) -> list[dict[str, Any]]:
 
 
 #: The columns :func:`read_csv` needs.
-_READ_COLUMNS = ("task", "variant", "seed", "timesteps", "episodes", "eval_mean", "eval_std", "wall_s", "finished")
+_READ_COLUMNS = ("task", "variant", "seed", "kind", "timesteps", "episodes", "eval_mean", "eval_std", "wall_s", "finished")
+#: The values of the CSV's ``kind`` and ``finished`` columns.
+_KINDS, _FINISHED = ("periodic", "final"), {"True": True, "False": False}
+
+
+def _whole_number(key: str, text: str, maximum: int, minimum: int = 0) -> int:
+    """A CSV cell holding a whole number from ``minimum`` to ``maximum``."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = minimum - 1
+    if not minimum <= value <= maximum:
+        raise ValueError(f"{key} must be a whole number from {minimum} to {maximum}, got {text!r}")
+    return value
+
+
+def _number(
+    key: str, text: str | None, *, empty: float | None, minimum: float = -math.inf, maximum: float = math.inf
+) -> float | None:
+    """A CSV cell holding a finite number from ``minimum`` to ``maximum``; an empty cell is ``empty`` (refused where
+    ``empty`` is ``None``), and NaN is taken where ``empty`` is NaN (unknown: how collect writes a value it lacks)."""
+    if not text:
+        if empty is None:
+            raise ValueError(f"{key} must be a number, got an empty cell")
+        return empty
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{key} must be a number, got {text!r}") from None
+    if math.isnan(value) and empty is not None and math.isnan(empty):
+        return value
+    if not (math.isfinite(value) and minimum <= value <= maximum):
+        bounds = [f">= {minimum:g}"] * math.isfinite(minimum) + [f"<= {maximum:g}"] * math.isfinite(maximum)
+        raise ValueError(f"{key} must be a finite number{' ' if bounds else ''}{' and '.join(bounds)}, got {text!r}")
+    return value
 
 
 def _typed_row(row: dict[str, str]) -> dict[str, Any]:
-    """One row of :func:`read_csv` with its values typed; the evaluation's mean and spread must be finite."""
-    for key in ("eval_mean", "eval_std"):
-        if not math.isfinite(float(row[key])):
-            raise ValueError(f"{key} must be a finite number, got {row[key]!r}")
+    """One row of :func:`read_csv` with its values typed and checked: the evaluation's mean and spread finite, the
+    step count, episodes and seed whole numbers in range, ``kind`` and ``finished`` as :func:`write_csv` writes them,
+    the success rate empty or in [0, 1], the wall clock, length and training values finite or unknown (NaN)."""
+    nan = math.nan
+    if row["kind"] not in _KINDS or row["finished"] not in _FINISHED:
+        raise ValueError(
+            f"kind must be periodic or final and finished True or False, got {row['kind']!r}, {row['finished']!r}"
+        )
     return {
         **row,
-        "seed": int(row["seed"]),
-        "timesteps": int(row["timesteps"]),
-        "episodes": int(row["episodes"]),
-        "eval_mean": float(row["eval_mean"]),
-        "eval_std": float(row["eval_std"]),
-        "wall_s": float(row["wall_s"] or "nan"),
-        "finished": row["finished"] == "True",
-        "success_rate": float(row["success_rate"]) if row.get("success_rate") else None,
-        **{key: float(row.get(key) or "nan") for key in CSV_FIELDS if key.startswith(("train_", "eval_length"))},
+        "seed": _whole_number("seed", row["seed"], MAX_SEED),
+        "timesteps": _whole_number("timesteps", row["timesteps"], MAX_N_TIMESTEPS),
+        "episodes": _whole_number("episodes", row["episodes"], MAX_N_TIMESTEPS, minimum=1),
+        "eval_mean": _number("eval_mean", row["eval_mean"], empty=None),
+        "eval_std": _number("eval_std", row["eval_std"], empty=None, minimum=0.0),
+        "wall_s": _number("wall_s", row["wall_s"], empty=nan, minimum=0.0),
+        "finished": _FINISHED[row["finished"]],
+        "success_rate": _number("success_rate", row.get("success_rate"), empty=None, minimum=0.0, maximum=1.0)
+        if row.get("success_rate")
+        else None,
+        "eval_length": _number("eval_length", row.get("eval_length"), empty=nan, minimum=0.0),
+        **{key: _number(key, row.get(key), empty=nan) for key in CSV_FIELDS if key.startswith("train_")},
     }

@@ -19,7 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from sb3_ppo_ext.callbacks.checkpoint import find_latest_checkpoint, model_zip_defect
-from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, Cell, cell_folders, cell_run_folders, inside_root
+from sb3_ppo_ext.files import atomic_write
+from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, Cell, cell_folders, cell_run_folders
 from sb3_ppo_ext.zoo.progress_csv import PROGRESS_FILE
 from sb3_ppo_ext.zoo.resume import run_settings, saved_num_timesteps
 from sb3_ppo_ext.zoo.run_lock import run_folder_trainer
@@ -48,7 +49,10 @@ def stop_training(signum: int = signal.SIGTERM, frame: Any = None) -> None:
     which save the model trained so far and exit (``train`` handles SIGTERM as Ctrl-C). They run in sessions of their
     own, so that a terminal's Ctrl-C or hang-up reaches them once, through here. Each cell then records its session
     (wall clock, exit code) before the grid exits, so that an interrupted cell's time is counted when it is resumed;
-    without this the grid died before writing it."""
+    without this the grid died before writing it. A stop signal that comes while the grid stops changes nothing: each
+    trainer had its SIGTERM and is saving (a second one would end it at once, before its model is saved)."""
+    if _STOPPING.is_set():
+        return
     _STOPPING.set()
     for process in list(_TRAINING):
         process.send_signal(signal.SIGTERM)
@@ -107,7 +111,7 @@ def run_cell(cell: Cell, root: str) -> str:
         return f"stop  {folder} ({unfinished}; `run` takes it up again)"
     with open(sessions_path, encoding="utf-8") as stream:
         total = sum(json.loads(line)["wall_s"] for line in stream if line.strip())
-    with open(done_path, "w", encoding="utf-8") as stream:
+    with atomic_write(done_path, "w") as stream:  # a stop mid-write leaves no half done.json
         json.dump(
             {**dataclasses.asdict(cell), "wall_s": total, "command": ["sb3-ppo-ext", *cell.train_argv(folder)]},
             stream,
@@ -190,11 +194,9 @@ def snapshot_cells(root: str, destination: str) -> list[str]:
         checkpoint = find_latest_checkpoint(run_folder)
         if checkpoint is None:
             continue
-        # what is replaced must be the destination's own folder, not one a link inside it points to
-        target_cell = inside_root(destination, os.path.join(destination, os.path.relpath(cell_folder, root)))
-        if os.path.islink(target_cell):
-            raise ValueError(f"{target_cell} is a symbolic link; snapshot replaces only folders of --to's own")
-        snapshots.append((cell_folder, run_folder, checkpoint, target_cell))
+        snapshots.append(
+            (cell_folder, run_folder, checkpoint, _snapshot_target(destination, os.path.relpath(cell_folder, root)))
+        )
     lines = []
     for cell_folder, run_folder, checkpoint, target_cell in snapshots:
         if os.path.isdir(target_cell):
@@ -225,18 +227,51 @@ def snapshot_cells(root: str, destination: str) -> list[str]:
     return lines
 
 
-def check_snapshot_destination(root: str, destination: str) -> None:
-    """Refuse a snapshot folder that is the grid's root, lies inside it or holds it: replacing a cell's older snapshot
-    there would delete the cell itself (or another cell) before copying it.
+def _snapshot_target(destination: str, relative: str) -> str:
+    """The folder of a cell's snapshot, ``destination/relative``, after checking that neither it nor a folder between
+    ``destination`` and it is a symbolic link: the older snapshot replaced there must be ``--to``'s own, not a folder a
+    link points to (another run, the grid's root).
 
-    :raises ValueError: naming both folders.
+    :raises ValueError: naming the link.
     """
+    path = destination
+    for part in relative.split(os.sep):
+        path = os.path.join(path, part)
+        if os.path.islink(path):
+            raise ValueError(
+                f"{path} is a symbolic link (to {os.path.realpath(path)}); snapshot writes and replaces only folders of "
+                "--to's own, reached through no link"
+            )
+    return path
+
+
+def check_snapshot_destination(root: str, destination: str) -> None:
+    """Refuse a snapshot folder that is the grid's root, lies inside it or holds it, or is a symbolic link: replacing
+    a cell's older snapshot there would delete the cell itself (or another cell, or a folder the link points to)
+    before copying it.
+
+    :raises ValueError: naming both folders, or the link.
+    """
+    if os.path.islink(os.path.normpath(destination)):
+        raise ValueError(f"--to {destination} is a symbolic link (to {os.path.realpath(destination)}); give the folder itself")
     real_root, real_destination = os.path.realpath(root), os.path.realpath(destination)
     if os.path.commonpath([real_root, real_destination]) in (real_root, real_destination):
         raise ValueError(
             f"--to {destination} must be a folder outside the grid's root {root}, neither inside it nor holding it "
             "(a snapshot replaces the older one of each cell: here, the cells themselves)"
         )
+
+
+def ignore_stop_signals_once_stopped() -> None:
+    """After :func:`run_grid` on the command line: when the grid was stopped (one of :data:`STOP_SIGNALS`), ignore
+    those signals for the rest of the process, which ends now. A second Ctrl-C pressed while the grid stops would
+    otherwise kill it as the interpreter shuts down (Python gives SIGINT back to the system's default then), with exit
+    status -2 / 130 instead of the grid's 1. A signal the grid was started to ignore stays ignored; off the main thread
+    nothing changes."""
+    if not _STOPPING.is_set() or threading.current_thread() is not threading.main_thread():
+        return
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def run_grid(cells: Sequence[Cell], root: str, jobs: int) -> bool:
