@@ -501,6 +501,21 @@ tasks:
     assert (folder / "ppo_ext" / "CartPole-v1_1" / "CartPole-v1.zip").is_file()
 
 
+def test_a_session_line_cut_short_by_a_kill_costs_its_seconds_not_the_cell(tmp_path):
+    """The grid killed while it appends to ``sessions.jsonl`` leaves a line without its end: the next session's line
+    starts on a line of its own, and the cell's wall clock sums the lines that are sessions'."""
+    path = str(tmp_path / grid_run.SESSIONS_FILE)
+    grid_run.append_session(path, {"wall_s": 12.5, "exit": 0, "command": []})
+    with open(path, "a", encoding="utf-8") as stream:
+        stream.write('{"wall_s": 40.0, "ex')  # cut short
+    grid_run.append_session(path, {"wall_s": 7.5, "exit": 0, "command": ["--resume"]})
+    lines = Path(path).read_text().splitlines()
+    assert len(lines) == 3 and json.loads(lines[2])["command"] == ["--resume"]
+    with open(path, "a", encoding="utf-8") as stream:
+        stream.write('[1]\n{"wall_s": "9"}\n{"wall_s": 1e999}\n\xff\n')  # not sessions: no seconds
+    assert grid_run.sessions_wall_seconds(path) == 20.0
+
+
 def test_an_interrupted_cell_with_checkpoints_resumes_instead_of_starting_again(tmp_path):
     path = write_grid(
         tmp_path,

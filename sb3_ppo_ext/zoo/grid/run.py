@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import glob
 import json
+import math
 import os
 import shlex
 import shutil
@@ -24,6 +25,7 @@ from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, Cell, cell_folders, cell_run_f
 from sb3_ppo_ext.zoo.progress_csv import PROGRESS_FILE
 from sb3_ppo_ext.zoo.resume import run_settings, saved_num_timesteps
 from sb3_ppo_ext.zoo.run_lock import run_folder_trainer
+from sb3_ppo_ext.zoo.run_text_files import bounded_lines
 
 
 def sb3_ppo_ext_command() -> list[str]:
@@ -99,9 +101,8 @@ def run_cell(cell: Cell, root: str) -> str:
     busy = _busy_line(folder) if returncode != 0 else None
     if busy is not None:  # another trainer took the run folder between the check above and this start
         return busy
-    sessions_path = os.path.join(folder, "sessions.jsonl")
-    with open(sessions_path, "a", encoding="utf-8") as stream:
-        stream.write(json.dumps({"wall_s": round(wall, 1), "exit": returncode, "command": argv}) + "\n")
+    sessions_path = os.path.join(folder, SESSIONS_FILE)
+    append_session(sessions_path, {"wall_s": round(wall, 1), "exit": returncode, "command": argv})
     if returncode != 0:
         if _STOPPING.is_set():
             return f"stop  {folder} (stopped after {wall:.0f} s; `run` takes it up again)"
@@ -109,8 +110,7 @@ def run_cell(cell: Cell, root: str) -> str:
     unfinished = _why_unfinished(folder)
     if unfinished is not None:
         return f"stop  {folder} ({unfinished}; `run` takes it up again)"
-    with open(sessions_path, encoding="utf-8") as stream:
-        total = sum(json.loads(line)["wall_s"] for line in stream if line.strip())
+    total = sessions_wall_seconds(sessions_path)
     with atomic_write(done_path, "w") as stream:  # a stop mid-write leaves no half done.json
         json.dump(
             {**dataclasses.asdict(cell), "wall_s": total, "command": ["sb3-ppo-ext", *cell.train_argv(folder)]},
@@ -119,6 +119,38 @@ def run_cell(cell: Cell, root: str) -> str:
         )
     resumed = " in several sessions" if run_folder is not None else ""
     return f"done  {folder} ({total:.0f} s{resumed})"
+
+
+#: A cell's log of its training sessions, one JSON line each (wall clock, exit status, command).
+SESSIONS_FILE = "sessions.jsonl"
+
+
+def append_session(path: str, session: dict[str, Any]) -> None:
+    """Add one training session's line to a cell's ``sessions.jsonl``, on a line of its own even when the file ends
+    in a line cut short (the grid killed while it wrote one)."""
+    with open(path, "a+b") as stream:  # "a": every write goes to the end, wherever the last read left the position
+        cut_short = False
+        if stream.seek(0, os.SEEK_END) > 0:
+            stream.seek(-1, os.SEEK_END)
+            cut_short = stream.read(1) != b"\n"
+        stream.write((("\n" if cut_short else "") + json.dumps(session) + "\n").encode("utf-8"))
+
+
+def sessions_wall_seconds(path: str) -> float:
+    """The wall clock of a cell's training sessions, summed over the lines of its ``sessions.jsonl``; a line that is
+    not a session's (cut short by a kill, or edited) counts for nothing, so one damaged line costs its session's
+    seconds, not the cell."""
+    total = 0.0
+    with open(path, encoding="utf-8", errors="replace") as stream:
+        for line in bounded_lines(stream, path, skip_long=True):
+            try:
+                session = json.loads(line)
+            except ValueError:
+                continue
+            seconds = session.get("wall_s") if isinstance(session, dict) else None
+            if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and math.isfinite(seconds):
+                total += max(float(seconds), 0.0)
+    return total
 
 
 def _busy_line(cell_folder: str) -> str | None:
@@ -214,7 +246,7 @@ def snapshot_cells(root: str, destination: str) -> list[str]:
         for path in files:
             if path is not None and os.path.isfile(path):
                 shutil.copy2(path, target_run)
-        for name in ("train.log", "sessions.jsonl"):
+        for name in ("train.log", SESSIONS_FILE):
             if os.path.isfile(os.path.join(cell_folder, name)):
                 shutil.copy2(os.path.join(cell_folder, name), target_cell)
         for params in glob.glob(os.path.join(glob.escape(run_folder), "*", "args.yml")):
