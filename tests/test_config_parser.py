@@ -165,6 +165,18 @@ def test_key_value_arguments():
         parse_key_value_arguments(["x:__import__('os')"], option="--env-kwargs")
 
 
+def test_a_linear_schedule_on_the_command_line_needs_no_quotes():
+    """``learning_rate:lin_3e-4`` (the option's help example) is the schedule string, as in a config file; the quoted
+    form gives the same; elsewhere the same text is an expression and refused."""
+    bare = parse_key_value_arguments(["learning_rate:lin_3e-4", "vf_learning_rate:lin_1e-3"], option="--hyperparams")
+    assert bare == {"learning_rate": "lin_3e-4", "vf_learning_rate": "lin_1e-3"}
+    assert parse_key_value_arguments(["learning_rate:'lin_3e-4'"], option="-params")["learning_rate"] == "lin_3e-4"
+    assert parse_key_value_arguments(["clip_range:lin_0.2"], option="-params") == {"clip_range": "lin_0.2"}
+    for item, option in (("n_epochs:lin_3e-4", "--hyperparams"), ("learning_rate:lin_3e-4", "--env-kwargs")):
+        with pytest.raises(ValueError):
+            parse_key_value_arguments([item], option=option)
+
+
 def test_an_unknown_name_asks_for_quotes_or_names_the_nearest_allowed_one():
     with pytest.raises(ValueError, match=r"not an allowed name: string values need quotes, e\.g\. 'relu'"):
         parse_expression("dict(activation_fn=relu)", what="policy_kwargs")

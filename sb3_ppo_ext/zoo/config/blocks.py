@@ -258,6 +258,12 @@ def check_block_keys(block: Mapping[str, Any], allowed: Iterable[str], *, where:
         )
 
 
+def is_schedule_text(key: str, text: str) -> bool:
+    """Whether ``text`` is a linear schedule (``lin_<number>``) given to a schedule key: on the command line such a
+    value is taken as the string it is, as a YAML config takes it, without the quotes a Python literal needs."""
+    return key in SCHEDULE_KEYS + OWN_SCHEDULE_KEYS and _SCHEDULE_PATTERN.match(text.strip()) is not None
+
+
 def check_schedule(key: str, value: Any, *, where: str = "the config") -> None:
     """Check a schedule setting: a number, or a string ``lin_<number>`` (linear decay from that number to 0), by the
     rule the algorithm checks it with (:func:`sb3_ppo_ext.validation.check_schedule`: > 0 at the start of training,
