@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from typing import Any
 
 import gymnasium as gym
 import pytest
@@ -524,6 +525,28 @@ main(sys.argv[1:])
 """
 
 
+def signal_during_final_save(argv: list[str], signum: int, **popen_kwargs: Any) -> tuple[int, list[str]]:
+    """Run ``argv`` (a ``train`` whose final save pauses, as :data:`SLOW_FINAL_SAVE`'s does), send it ``signum`` on
+    the line that says its final model is in its temporary file, and return its exit status and output lines."""
+    process = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+        **popen_kwargs,
+    )
+    assert process.stdout is not None
+    output = []
+    for line in process.stdout:
+        output.append(line)
+        if line.startswith("final model written to its temporary file"):
+            process.send_signal(signum)
+            break
+    output.append(process.communicate(timeout=120)[0])
+    return process.returncode, output
+
+
 def test_sigterm_during_the_final_save_leaves_a_whole_final_model_and_a_stopped_run(tmp_path):
     """SIGTERM (a grid being stopped) that reaches ``train`` while it writes its final model: rl-zoo3's in-place save
     was killed half-way (a 0-byte ``<env>.zip`` that ``--resume`` refused); now the save ends first, then the command
@@ -532,18 +555,8 @@ def test_sigterm_during_the_final_save_leaves_a_whole_final_model_and_a_stopped_
 
     argv = [sys.executable, "-c", SLOW_FINAL_SAVE, "train", "--env", "CartPole-v1", "-n", "1024", *quiet(tmp_path)]
     argv += ["--hyperparams", "n_epochs:1"]
-    process = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ, OMP_NUM_THREADS="1")
-    )
-    assert process.stdout is not None
-    output = []
-    for line in process.stdout:
-        output.append(line)
-        if line.startswith("final model written to its temporary file"):
-            process.send_signal(signal.SIGTERM)
-            break
-    output.append(process.communicate(timeout=120)[0])
-    assert process.returncode == 143, "".join(output)
+    returncode, output = signal_during_final_save(argv, signal.SIGTERM)
+    assert returncode == 143, "".join(output)
     run = str(tmp_path / "ppo_ext" / "CartPole-v1_1")
     assert "".join(output).strip().splitlines()[-1] == (
         "sb3-ppo-ext train: stopped: SIGTERM came while the final model was being saved, at 1024 steps; the save was "
@@ -589,23 +602,8 @@ def test_a_second_ctrl_c_while_training_stops_ends_train_with_status_1_once_the_
 
     argv = [sys.executable, "-c", CTRL_C_THEN_SLOW_FINAL_SAVE, "train", "--env", "CartPole-v1", "-n", "100000"]
     argv += [*quiet(tmp_path), "--hyperparams", "n_epochs:1", "n_envs:1"]
-    process = subprocess.Popen(
-        argv,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=dict(os.environ, OMP_NUM_THREADS="1"),
-        preexec_fn=sigint_as_in_a_terminal,
-    )
-    assert process.stdout is not None
-    output = []
-    for line in process.stdout:
-        output.append(line)
-        if line.startswith("final model written to its temporary file"):
-            process.send_signal(signal.SIGINT)
-            break
-    output.append(process.communicate(timeout=120)[0])
-    assert process.returncode == 1, "".join(output)
+    returncode, output = signal_during_final_save(argv, signal.SIGINT, preexec_fn=sigint_as_in_a_terminal)
+    assert returncode == 1, "".join(output)
     run = str(tmp_path / "ppo_ext" / "CartPole-v1_1")
     steps = saved_num_timesteps(os.path.join(run, "CartPole-v1.zip"))  # the 39 steps before the first Ctrl-C
     assert steps == 39
