@@ -25,8 +25,8 @@ from sb3_ppo_ext.zoo.progress_csv import MAX_HEADER_BYTES, AppendingCSVOutputFor
 from sb3_ppo_ext.zoo.resume import (
     ContinuedMonitor,
     ResumeError,
+    continuable_monitor,
     find_resume_point,
-    last_elapsed_time,
     restore_evaluation_history,
     successes_by_evaluation,
 )
@@ -405,8 +405,16 @@ def test_resume_names_a_damaged_evaluation_history_or_progress_csv_in_one_line(t
     assert "progress.csv, line" in user_error(["train", "--resume", run, "--no-progress"])
 
 
+def last_elapsed_time(path: str) -> float:
+    """The elapsed time ``t`` of a monitor file's last whole row, as a resumed run continues its clock from it."""
+    monitor = continuable_monitor(path)
+    assert monitor is not None and monitor.episodes, path
+    return monitor.episodes[-1][0]
+
+
 def test_a_monitor_file_is_read_once_within_bounded_memory_to_continue_it(tmp_path):
-    """``last_elapsed_time`` keeps one row of the file at a time: a long run's monitor file is not held in memory."""
+    """:func:`continuable_monitor` keeps one row of the file at a time: a long run's monitor file is not held in
+    memory."""
     import tracemalloc
 
     path = tmp_path / "0.monitor.csv"

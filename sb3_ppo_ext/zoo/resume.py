@@ -354,16 +354,6 @@ def continuable_monitor(path: str) -> MonitorFile | None:
     return monitor
 
 
-def last_elapsed_time(path: str) -> float:
-    """The ``t`` column of the last whole row of a monitor file (0 when it has none): the continued rows count on from
-    it (:func:`continuable_monitor`: the file read once).
-
-    :raises ResumeError: naming the file and what is wrong with it.
-    """
-    monitor = continuable_monitor(path)
-    return monitor.episodes[-1][0] if monitor is not None and monitor.episodes else 0.0
-
-
 @contextlib.contextmanager
 def continued_monitors() -> Iterator[None]:
     """While envs are made with SB3's ``make_vec_env``, wrap them in :class:`ContinuedMonitor`.
