@@ -1,6 +1,6 @@
 """Learning grids from the repository: ``python benchmarks/grid.py run|snapshot|evaluate|failures|collect|report``.
 
-An alias of ``sb3-ppo-ext grid`` (the same subcommands and options, documented in :mod:`sb3_ppo_ext.zoo.grid.cli`,
+An alias of ``sb3-ppo-ext grid`` (the same subcommands and options, documented in :mod:`sb3_ppo_ext.grid.cli`,
 ``--help``), with one difference: a grid file's relative ``conf`` and ``trained_agent`` paths start from the
 repository root, wherever the command is started, as the grid files in ``benchmarks/grids/`` write them::
 
@@ -12,7 +12,7 @@ repository root, wherever the command is started, as the grid files in ``benchma
 import os
 import sys
 
-from sb3_ppo_ext.zoo.grid.cli import main
+from sb3_ppo_ext.grid.cli import main
 
 #: The repository root: where the grid files' relative paths start.
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -15,7 +15,7 @@ over ``--eval-episodes`` episodes:
   zoo_configs/ppo_ext.yml`` gives SB3's PPO our own block instead, for a task whose block names only SB3's PPO
   arguments and zoo keys (the Humanoid block does): then the two differ in their PPO and VecEnv only.
 
-The command lines are those of the learning grids (:meth:`sb3_ppo_ext.zoo.grid.cells.Cell.train_argv`), with the
+The command lines are those of the learning grids (:meth:`sb3_ppo_ext.grid.cells.Cell.train_argv`), with the
 grid's fixed ``--vec-env dummy`` replaced by each contender's VecEnv and, unless ``--one-thread``, the grid's
 ``--num-threads 1`` left out.
 
@@ -72,9 +72,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from sb3_ppo_ext.zoo.grid.cells import CELL_THREADS, CELL_VEC_ENV, Cell
-from sb3_ppo_ext.zoo.grid.collect import cell_run_folder
-from sb3_ppo_ext.zoo.grid.run import sb3_ppo_ext_command
+from sb3_ppo_ext.grid.cells import CELL_THREADS, CELL_VEC_ENV, Cell
+from sb3_ppo_ext.grid.collect import cell_run_folder
+from sb3_ppo_ext.grid.run import sb3_ppo_ext_command
 from sb3_ppo_ext.zoo.resume import read_evaluations as read_run_evaluations
 from sb3_ppo_ext.zoo.vec_env_choice import preferred_vec_env
 

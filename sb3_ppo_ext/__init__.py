@@ -16,7 +16,10 @@ checks all three.
 3. ``safe_loading``: model zips and ``VecNormalize`` statistics loaded without unpickling
 4. ``callbacks``: training callbacks
 5. ``pretrained``: shipped agents (their format, saving, loading, playing)
-6. ``zoo``: the rl-zoo3 glue behind the ``sb3-ppo-ext`` commands, and packing a zoo run as an agent
+6. ``zoo``, ``grid``: the rl-zoo3 glue behind the ``sb3-ppo-ext`` commands, and packing a zoo run as an agent; the
+   multi-seed grid (``sb3-ppo-ext grid``), which runs ``sb3-ppo-ext train`` in subprocesses and reads their run
+   folders through the zoo's readers. The arrow is grid -> zoo: ``zoo.commands`` is the one zoo module that imports
+   the grid (its command line)
 7. ``cli``, ``__main__``, ``sb3_ppo_ext``: the command line, and this module, which names the public API
 """
 

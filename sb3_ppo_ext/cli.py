@@ -21,7 +21,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 
 from sb3_ppo_ext.callbacks._render_env import headless_sdl_settings
 from sb3_ppo_ext.zoo import commands
-from sb3_ppo_ext.zoo.options import DEBUG_OPTION
+from sb3_ppo_ext.zoo.parsers import DEBUG_OPTION
 from sb3_ppo_ext.zoo.stopping import TrainingStopped
 
 USAGE = """usage: sb3-ppo-ext COMMAND [options]

@@ -1,4 +1,4 @@
-"""sb3_ppo_ext.zoo.grid (and its script, benchmarks/grid.py): grid files, resumable cells, the evaluation CSV and the
+"""sb3_ppo_ext.grid (and its script, benchmarks/grid.py): grid files, resumable cells, the evaluation CSV and the
 rliable report."""
 
 import csv
@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import yaml
 
-from sb3_ppo_ext.zoo import grid
-from sb3_ppo_ext.zoo.grid import run as grid_run
+from sb3_ppo_ext import grid
+from sb3_ppo_ext.grid import run as grid_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -428,7 +428,7 @@ def test_ctrl_c_stops_the_grid_as_sigterm_does_and_leaves_the_handlers_as_they_w
 GRID_OF_SLOW_STOPPING_TRAINERS = """
 import sys
 from sb3_ppo_ext.cli import main
-from sb3_ppo_ext.zoo.grid import run
+from sb3_ppo_ext.grid import run
 
 TRAINER = (
     "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: (time.sleep(1), sys.exit(143))); "
@@ -777,13 +777,13 @@ tasks:
 def test_the_script_resolves_relative_paths_from_the_repository_and_the_module_from_the_current_directory(tmp_path):
     """``python benchmarks/grid.py`` (the command line the grid files' headers and running campaigns use) reads a
     grid file's relative ``conf`` from the repository root, wherever it is started; ``python -m
-    sb3_ppo_ext.zoo.grid`` from the current directory."""
+    sb3_ppo_ext.grid`` from the current directory."""
     path = write_grid(
         tmp_path,
         "variants: {sb3: {algo: ppo, conf: benchmarks/configs/reference_ppo.yml}}\ntasks:\n  CartPole-v1: {seeds: [0]}\n",
     )
     dry_run = ["run", path, "--root", str(tmp_path / "runs"), "--dry-run"]
-    for command, base in (([str(ROOT / "benchmarks" / "grid.py")], ROOT), (["-m", "sb3_ppo_ext.zoo.grid"], tmp_path)):
+    for command, base in (([str(ROOT / "benchmarks" / "grid.py")], ROOT), (["-m", "sb3_ppo_ext.grid"], tmp_path)):
         out = subprocess.run(
             [sys.executable, *command, *dry_run], cwd=tmp_path, capture_output=True, text=True, check=True
         ).stdout

@@ -9,9 +9,9 @@ import pytest
 from stable_baselines3 import PPO
 from test_grid import fake_run, write_grid
 
+from sb3_ppo_ext import grid
+from sb3_ppo_ext.grid.run import check_snapshot_destination
 from sb3_ppo_ext.validation import MAX_GRID_CELLS
-from sb3_ppo_ext.zoo import grid
-from sb3_ppo_ext.zoo.grid.run import check_snapshot_destination
 
 
 def files_under(folder) -> list[str]:

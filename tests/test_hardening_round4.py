@@ -11,12 +11,11 @@ import zipfile
 import pytest
 from test_untrusted_files import rewrite_agent
 
-from sb3_ppo_ext import PPO
+from sb3_ppo_ext import PPO, grid
 from sb3_ppo_ext.callbacks import ExportPolicyCallback
 from sb3_ppo_ext.callbacks.export import check_onnx_opset, newest_onnx_opset
 from sb3_ppo_ext.pretrained import load_pretrained, play
 from sb3_ppo_ext.validation import MIN_ONNX_OPSET, HyperparameterError
-from sb3_ppo_ext.zoo import grid
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

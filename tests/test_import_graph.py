@@ -260,6 +260,20 @@ def test_imports_inside_functions_are_for_optional_dependencies_only():
     )
 
 
+def in_package(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_the_grid_imports_the_zoo_and_only_zoo_commands_imports_the_grid():
+    """``grid`` and ``zoo`` share a layer, with the arrow grid -> zoo: the grid reads runs through the zoo's readers,
+    and of the zoo's modules only ``zoo.commands`` imports the grid (for the ``sb3-ppo-ext grid`` command)."""
+    _, edges, _ = import_graph()
+    grid, zoo = f"{PACKAGE}.grid", f"{PACKAGE}.zoo"
+    assert any(in_package(edge.importer, grid) and in_package(edge.imported, zoo) for edge in edges)
+    importers = sorted({edge.importer for edge in edges if in_package(edge.importer, zoo) and in_package(edge.imported, grid)})
+    assert importers == [f"{zoo}.commands"]
+
+
 @pytest.mark.parametrize(
     ("edges", "expected"),
     [
@@ -275,7 +289,7 @@ def test_loops_finds_strongly_connected_groups(edges, expected):
 @pytest.mark.parametrize(
     "command",
     [
-        ["-W", "error", "-c", "import sb3_ppo_ext, sb3_ppo_ext.zoo"],
+        ["-W", "error", "-c", "import sb3_ppo_ext, sb3_ppo_ext.zoo, sb3_ppo_ext.grid"],
         ["-W", "error::DeprecationWarning", "-m", "sb3_ppo_ext", "train", "--help"],
     ],
     ids=["import", "train --help"],

@@ -26,7 +26,7 @@ def test_wheel_layout(tmp_path):
     assert "sb3_ppo_ext/envs/rocket_lander.py" in names
     assert "sb3_ppo_ext/zoo_configs/ppo_ext.yml" in names
     assert "sb3_ppo_ext/ppo/ppo.py" in names
-    assert "sb3_ppo_ext/zoo/grid/run.py" in names
+    assert "sb3_ppo_ext/grid/run.py" in names
     assert "sb3_ppo_ext/py.typed" in names  # PEP 561: users' type checkers read our hints
     version = wheel.name.split("-")[1]  # setuptools reads it from the package, the one place it is written
     assert version == sb3_ppo_ext.__version__

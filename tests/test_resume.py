@@ -18,9 +18,9 @@ from stable_baselines3.common.monitor import load_results
 
 from sb3_ppo_ext import PPO
 from sb3_ppo_ext.cli import main
+from sb3_ppo_ext.grid import run as grid_run
 from sb3_ppo_ext.safe_loading import load_bounded_npz, read_vecnormalize_statistics
 from sb3_ppo_ext.zoo import resume as resume_module
-from sb3_ppo_ext.zoo.grid import run as grid_run
 from sb3_ppo_ext.zoo.progress_csv import MAX_HEADER_BYTES, AppendingCSVOutputFormat
 from sb3_ppo_ext.zoo.resume import (
     ContinuedMonitor,

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from sb3_ppo_ext.zoo import grid
-from sb3_ppo_ext.zoo.grid.run import sb3_ppo_ext_command
+from sb3_ppo_ext import grid
+from sb3_ppo_ext.grid.run import sb3_ppo_ext_command
 from sb3_ppo_ext.zoo.run_lock import RunFolderBusy, RunFolderLock, run_folder_trainer
 from sb3_ppo_ext.zoo.run_selection import LOCK_FILE, holds_only_setup_files
 

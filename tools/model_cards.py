@@ -94,7 +94,7 @@ class LearningRun:
 
 def _read_grid_csv(path: str) -> list[dict[str, Any]]:
     """The rows of a CSV that ``grid.py collect`` wrote; none for another CSV."""
-    from sb3_ppo_ext.zoo.grid.collect import read_csv
+    from sb3_ppo_ext.grid.collect import read_csv
 
     with open(path, encoding="utf-8") as stream:
         header = next(csv.reader(stream), [])
@@ -152,7 +152,7 @@ def grid_cell(agent: dict[str, Any], run: LearningRun | None) -> tuple[str, Any]
     match = re.search(r"benchmarks/grids/[\w.-]+\.yml", agent["provenance"].get("note", ""))
     if match is None or run is None or not os.path.isfile(os.path.join(REPOSITORY, match[0])):
         return None
-    from sb3_ppo_ext.zoo.grid.cells import load_grid
+    from sb3_ppo_ext.grid.cells import load_grid
 
     for cell in load_grid(os.path.join(REPOSITORY, match[0]), relative_to=REPOSITORY):
         if (cell.task, cell.variant, cell.seed) == (run.task, run.variant, run.seed):

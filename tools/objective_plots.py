@@ -124,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--output-folder", default=RESULTS)
     args = parser.parse_args(argv)
 
-    from sb3_ppo_ext.zoo.grid.collect import read_csv
+    from sb3_ppo_ext.grid.collect import read_csv
 
     for name, (csv_name, *_) in FIGURES.items():
         output = os.path.join(args.output_folder, f"objectives_{name}.png")

@@ -5,7 +5,7 @@ observation statistics and the run's config as plain data (see ``sb3_ppo_ext/pre
         --note "3 seeds x 2M steps, benchmarks/grids/walker.yml"
     python tools/ship_agent.py --table        # the table of the shipped agents (docs/results/pretrained_agents.md)
 
-The argument is a grid cell folder (``benchmarks/grid.py``, :mod:`sb3_ppo_ext.zoo.grid`) or an rl-zoo3 run folder
+The argument is a grid cell folder (``benchmarks/grid.py``, :mod:`sb3_ppo_ext.grid`) or an rl-zoo3 run folder
 (``logs/ppo_ext/<env>_<n>``). The run's own zip and ``vecnormalize.pkl`` are unpickled here: pack only runs you made.
 The packed files are then loaded back and played (``--eval-episodes`` deterministic episodes from env seed
 ``--eval-seed``, 0 by default), and that evaluation is written into the agent's provenance. ``--model
@@ -28,6 +28,7 @@ import sys
 
 import numpy as np
 
+from sb3_ppo_ext.grid.collect import training_clock
 from sb3_ppo_ext.pretrained import (
     AGENT_FILE,
     WEIGHTS_FILE,
@@ -39,7 +40,6 @@ from sb3_ppo_ext.pretrained import (
 )
 from sb3_ppo_ext.zoo import SafeStoreDict
 from sb3_ppo_ext.zoo.config.run_files import load_run_yaml
-from sb3_ppo_ext.zoo.grid.collect import training_clock
 from sb3_ppo_ext.zoo.packing import find_zoo_run, save_pretrained_from_run
 
 
@@ -80,7 +80,7 @@ def agents_table() -> str:
 
 def checkpoint_wall_clock(run: str, steps: int) -> float | None:
     """Training seconds until the run had taken ``steps`` env steps, from its monitor files (the grid's clock,
-    :func:`sb3_ppo_ext.zoo.grid.collect.training_clock`: an episode's steps count when it ends, so this is the end of
+    :func:`sb3_ppo_ext.grid.collect.training_clock`: an episode's steps count when it ends, so this is the end of
     the first episode past ``steps``); ``None`` when the monitor files do not reach that far."""
     clock_steps, clock_seconds = training_clock(run)
     reached = int(np.searchsorted(clock_steps, steps))

@@ -15,7 +15,7 @@ import math
 import os
 from collections.abc import Sequence
 
-from sb3_ppo_ext.zoo.grid.cells import cell_folders, cell_run_folders
+from sb3_ppo_ext.grid.cells import cell_folders, cell_run_folders
 from sb3_ppo_ext.zoo.progress_csv import PROGRESS_FILE
 
 

@@ -5,7 +5,7 @@
 - :mod:`~sb3_ppo_ext.zoo.run_commands`: ``enjoy``, ``record-video``, ``export`` and ``plot`` of one's own runs (the
   run chosen by :mod:`~sb3_ppo_ext.zoo.run_selection`);
 - :mod:`~sb3_ppo_ext.zoo.pretrained_commands`: ``enjoy``, ``record-video`` and ``export`` with ``--pretrained``;
-- ``grid``: :mod:`sb3_ppo_ext.zoo.grid.cli`.
+- ``grid``: :mod:`sb3_ppo_ext.grid.cli`.
 
 Each zoo-backed command runs rl-zoo3's own script function on an argument list that starts with our defaults
 (``--algo``, the bundled config, ``-f logs``, a progress bar), so any option the user gives later wins, with
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from sb3_ppo_ext.zoo.grid import cli as grid_cli
+from sb3_ppo_ext.grid import cli as grid_cli
 from sb3_ppo_ext.zoo.parsers import NO_PROGRESS, amend_parser
 from sb3_ppo_ext.zoo.run_commands import enjoy, export, plot, record_video
 from sb3_ppo_ext.zoo.train_command import train
@@ -29,7 +29,7 @@ __all__ = ["NO_PROGRESS", "amend_parser", "by_name", "enjoy", "export", "grid", 
 
 
 def grid(argv: Sequence[str]) -> None:
-    """``sb3-ppo-ext grid``: the learning grids' command line (:func:`sb3_ppo_ext.zoo.grid.cli.main`), with a grid
+    """``sb3-ppo-ext grid``: the learning grids' command line (:func:`sb3_ppo_ext.grid.cli.main`), with a grid
     file's relative ``conf`` and ``trained_agent`` paths starting from the current directory.
 
     :param argv: the arguments after ``grid`` (``run GRID --root R --jobs 2``, ``collect ...``, ``report ...``).

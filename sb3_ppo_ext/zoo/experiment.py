@@ -17,6 +17,7 @@ import warnings
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import gymnasium as gym
 import yaml
@@ -36,7 +37,6 @@ from sb3_ppo_ext.zoo.config.reading import (
     reading_document,
     sorted_block,
 )
-from sb3_ppo_ext.zoo.patching import patched_zoo_module
 from sb3_ppo_ext.zoo.progress_csv import PROGRESS_FILE, ProgressCSVCallback
 from sb3_ppo_ext.zoo.registration import ALGORITHM_NAME
 from sb3_ppo_ext.zoo.resume import ResumableExperiment
@@ -218,7 +218,7 @@ class SafeExperimentManager(
         builder, kwargs = self.vec_env_builder(n_envs, eval_env=eval_env)
         with (
             _BUILDING_ENVS,
-            patched_zoo_module(self, vec_env_class=builder, vec_env_kwargs=kwargs),
+            patch.multiple(self, vec_env_class=builder, vec_env_kwargs=kwargs),
             self.monitors_of(eval_env=eval_env, no_log=no_log),
         ):
             env = super().create_envs(n_envs, eval_env=eval_env, no_log=no_log)

@@ -1,5 +1,7 @@
-"""The rl-zoo3 parsers as ``sb3-ppo-ext`` amends them: our defaults and help texts, our options, one-line usage
-errors, and the helpers that run an rl-zoo3 script function on an argument list."""
+"""The rl-zoo3 parsers as ``sb3-ppo-ext`` amends them: our defaults and help texts, our options (among them those
+several commands share: ``--debug``, read by the entry point, :func:`sb3_ppo_ext.cli.main`, and shown in each
+command's ``--help``, and ``--trust-pickles``), one-line usage errors, and the helpers that run an rl-zoo3 script
+function on an argument list."""
 
 from __future__ import annotations
 
@@ -9,16 +11,48 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
+from unittest.mock import patch
 
 from sb3_ppo_ext.callbacks.export import check_onnx_opset
+from sb3_ppo_ext.safe_loading.errors import TRUST_PICKLES_OPTION
 from sb3_ppo_ext.validation import MIN_ONNX_OPSET, HyperparameterError
 from sb3_ppo_ext.zoo.config.command_line import SafeStoreDict
-from sb3_ppo_ext.zoo.options import DEBUG, Option
-from sb3_ppo_ext.zoo.patching import patched_zoo_module
 from sb3_ppo_ext.zoo.registration import ALGORITHM_NAME
 from sb3_ppo_ext.zoo.vec_env_choice import VEC_ENV_TYPES
 
 DEFAULT_LOG_FOLDER = "logs"
+
+#: An option to add to a parser: its flags and the keyword arguments of ``add_argument``.
+Option = tuple[tuple[str, ...], Mapping[str, Any]]
+
+#: The option, taken by every command, that shows the traceback of a user error.
+DEBUG_OPTION = "--debug"
+DEBUG_HELP = (
+    "show the traceback of an error; without it, a mistake in the command line, a config file, an env id or a run "
+    "folder (a ValueError, AssertionError, OSError or gymnasium error with a message, raised anywhere but inside a "
+    "model's learn()) ends the command with one line 'sb3-ppo-ext COMMAND: error: ...' and exit status 2; any other "
+    "error shows its traceback anyway"
+)
+#: ``--debug`` as each command's parser shows it (the entry point removes it before the command parses).
+DEBUG: Option = ((DEBUG_OPTION,), {"action": "store_true", "default": argparse.SUPPRESS, "help": DEBUG_HELP})
+
+TRUST_PICKLES_HELP = (
+    "load the run's model zip and vecnormalize.pkl by unpickling them, as rl-zoo3 and SB3 do: a crafted file runs "
+    "code, so only for files you trust (default: both are rebuilt from plain data, and what cannot be is refused)"
+)
+#: ``--trust-pickles`` of ``enjoy`` / ``record-video`` / ``export``.
+TRUST_PICKLES: Option = ((TRUST_PICKLES_OPTION,), {"action": "store_true", "default": False, "help": TRUST_PICKLES_HELP})
+#: ``--trust-pickles`` of ``train`` / ``optimize``: what ``-i`` loads.
+TRUST_PICKLES_TRAIN: Option = (
+    (TRUST_PICKLES_OPTION,),
+    {
+        "action": "store_true",
+        "default": False,
+        "help": "with -i: load the model zip, its VecNormalize statistics and a replay_buffer.pkl by unpickling them, as "
+        "rl-zoo3 does: a crafted file runs code, so only for files you trust (default: the model and statistics "
+        "are rebuilt from plain data, and what cannot be is refused)",
+    },
+)
 
 
 def at_least_one(value: str, hint: str = "") -> int:
@@ -194,7 +228,7 @@ def zoo_parser(
             return error(self, message)
         self.exit(2, f"{program}: error: {message}{nearest_option_hint(self, message)}\n")
 
-    with patched_zoo_module(argparse.ArgumentParser, parse_known_args=amended_parse_known_args, error=one_line_error):
+    with patch.multiple(argparse.ArgumentParser, parse_known_args=amended_parse_known_args, error=one_line_error):
         yield
 
 

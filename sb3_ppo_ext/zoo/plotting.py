@@ -11,7 +11,7 @@ from stable_baselines3.common.monitor import LoadMonitorResultsError, get_monito
 
 from sb3_ppo_ext.callbacks.plot import moving_average
 from sb3_ppo_ext.zoo.run_selection import list_runs, run_path
-from sb3_ppo_ext.zoo.run_text_files import read_monitor
+from sb3_ppo_ext.zoo.run_text_files import scan_monitor
 
 X_AXES = ("steps", "episodes", "time")
 
@@ -27,13 +27,13 @@ def load_monitor_results(run_folder: str) -> Any:
     ``None`` where it has no monitor file; each file is checked first, since ``load_results`` fails on a damaged one
     with a bare ``AssertionError`` or a parser error that names no file.
 
-    :raises ValueError: naming the file and what is wrong with it (:func:`~sb3_ppo_ext.zoo.run_text_files.read_monitor`).
+    :raises ValueError: naming the file and what is wrong with it (:func:`~sb3_ppo_ext.zoo.run_text_files.scan_monitor`).
     """
     for path in get_monitor_files(run_folder):
         with open(path, encoding="utf-8", errors="replace") as stream:
             if stream.read(1) != "#":  # what load_results asserts
                 raise ValueError(f"{path}: line 1 is not a Monitor header (# and a JSON object with a t_start)")
-        read_monitor(path)
+        scan_monitor(path)
     try:
         frame = load_results(run_folder)
     except LoadMonitorResultsError:

@@ -48,7 +48,7 @@ from sb3_ppo_ext.safe_loading import load_bounded_npz, read_zip_data
 from sb3_ppo_ext.validation import MAX_EVALUATION_HISTORY_BYTES
 from sb3_ppo_ext.zoo.config.blocks import MAX_N_TIMESTEPS
 from sb3_ppo_ext.zoo.config.run_files import check_run_folder, load_run_yaml
-from sb3_ppo_ext.zoo.options import Option
+from sb3_ppo_ext.zoo.parsers import Option
 from sb3_ppo_ext.zoo.progress_csv import PROGRESS_FILE, check_progress_csv
 from sb3_ppo_ext.zoo.run_text_files import MonitorFile, scan_monitor
 
@@ -117,12 +117,6 @@ def run_settings(run_folder: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
         empty = "args.yml" if not settings.arguments else "config.yml"
         raise ResumeError(f"--resume: {os.path.join(params_path, empty)} holds no settings")
     return params_path, settings.arguments, settings.config
-
-
-def resumed_config(run_folder: str) -> dict[str, Any]:
-    """The hyperparameters a resumed run trains with: those its ``config.yml`` saved, whatever its config file says
-    today (:func:`run_settings`)."""
-    return run_settings(run_folder)[2]
 
 
 def given_options(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
@@ -424,11 +418,12 @@ class ResumableExperiment(ExperimentManager):
             self.params_path = f"{self.save_path}/{self.env_name}"
 
     def resumed_config_document(self) -> dict[str, Any] | None:
-        """The config document of a resumed run (its env id mapped to the hyperparameters it used, whatever its config
-        file says today), or ``None`` for a new run."""
+        """The config document of a resumed run (its env id mapped to the hyperparameters its ``config.yml`` saved,
+        :func:`run_settings`, whatever its config file says today), or ``None`` for a new run."""
         if self.resume_folder is None:
             return None
-        return {self.env_name.gym_id: resumed_config(self.resume_folder)}
+        _, _, config = run_settings(self.resume_folder)
+        return {self.env_name.gym_id: config}
 
     def take_resume_point(self) -> None:
         """Find where a resumed run continues from (:func:`find_resume_point`) and continue training that model."""

@@ -10,6 +10,7 @@ import os
 import runpy
 from collections.abc import Callable, Sequence
 from typing import Any
+from unittest.mock import patch
 
 import rl_zoo3.utils
 from huggingface_sb3 import EnvironmentName
@@ -21,17 +22,17 @@ from sb3_ppo_ext.safe_loading import load_without_pickles, read_vecnormalize_sta
 from sb3_ppo_ext.zoo.config.command_line import SafeStoreDict
 from sb3_ppo_ext.zoo.config.run_files import check_run_folder, checked_get_saved_hyperparams
 from sb3_ppo_ext.zoo.loading import PlayedRunLoading, played_model_statistics
-from sb3_ppo_ext.zoo.options import DEBUG, TRUST_PICKLES
 from sb3_ppo_ext.zoo.parsers import (
+    DEBUG,
     DEFAULT_LOG_FOLDER,
     OPSET,
     PLAY_OPTION_CHANGES,
+    TRUST_PICKLES,
     add_debug_option,
     asks_help,
     script_argv,
     zoo_parser,
 )
-from sb3_ppo_ext.zoo.patching import patched_zoo_module
 from sb3_ppo_ext.zoo.plotting import X_AXES, find_runs, plot_runs
 from sb3_ppo_ext.zoo.pretrained_commands import enjoy_pretrained, export_pretrained, record_video_pretrained
 from sb3_ppo_ext.zoo.registration import register_algorithm
@@ -75,14 +76,14 @@ def enjoy(argv: Sequence[str]) -> None:
     with (
         script_argv(program, zoo_argv),
         zoo_parser(program, PLAY_OPTION_CHANGES, [DEBUG, TRUST_PICKLES], complete=_play_options(loading)),
-        patched_zoo_module(
+        patch.multiple(
             rl_zoo3.enjoy,
             StoreDict=SafeStoreDict,
             get_saved_hyperparams=checked_get_saved_hyperparams,
             ALGOS=loading.algorithms(rl_zoo3.enjoy.ALGOS),
             create_test_env=loading.recording(rl_zoo3.enjoy.create_test_env),
         ),
-        patched_zoo_module(rl_zoo3.utils, VecNormalize=loading.statistics_loader()),
+        patch.multiple(rl_zoo3.utils, VecNormalize=loading.statistics_loader()),
     ):
         rl_zoo3.enjoy.enjoy()
 
@@ -103,7 +104,7 @@ def record_video(argv: Sequence[str]) -> None:
     with (
         script_argv(program, zoo_argv),
         zoo_parser(program, PLAY_OPTION_CHANGES, [DEBUG, TRUST_PICKLES], complete=_play_options(loading)),
-        patched_zoo_module(
+        patch.multiple(
             rl_zoo3.utils,
             StoreDict=SafeStoreDict,
             get_saved_hyperparams=checked_get_saved_hyperparams,

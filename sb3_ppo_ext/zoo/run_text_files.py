@@ -120,16 +120,5 @@ def _byte_length(line: str) -> int:
     return len(line.encode("utf-8", errors="surrogateescape"))
 
 
-def read_monitor(path: str) -> tuple[float, list[tuple[float, int]]]:
-    """A ``*.monitor.csv`` file of SB3's ``Monitor``: its start time (``t_start`` of its JSON header) and each
-    episode's end time since then (``t``) and length (``l``) (:func:`scan_monitor`). A last row cut short (the file is
-    being written) is left out.
-
-    :raises ValueError: naming the file and line, for a header or row that is not the Monitor's.
-    """
-    monitor = scan_monitor(path)
-    return monitor.start, monitor.episodes
-
-
 #: Most characters of a Monitor file's header line (its JSON: t_start, env_id and the info keywords' names).
 MAX_MONITOR_HEADER_CHARACTERS = 1 << 16

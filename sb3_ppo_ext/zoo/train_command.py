@@ -4,12 +4,20 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from unittest.mock import patch
 
 from sb3_ppo_ext.zoo.config.command_line import SafeStoreDict
 from sb3_ppo_ext.zoo.experiment import SafeExperimentManager
-from sb3_ppo_ext.zoo.options import DEBUG, TRUST_PICKLES_TRAIN
-from sb3_ppo_ext.zoo.parsers import NO_PROGRESS, TRAIN_OPTION_CHANGES, VEC_ENV_OPTIONS, peek_option, script_argv, zoo_parser
-from sb3_ppo_ext.zoo.patching import patched_zoo_module
+from sb3_ppo_ext.zoo.parsers import (
+    DEBUG,
+    NO_PROGRESS,
+    TRAIN_OPTION_CHANGES,
+    TRUST_PICKLES_TRAIN,
+    VEC_ENV_OPTIONS,
+    peek_option,
+    script_argv,
+    zoo_parser,
+)
 from sb3_ppo_ext.zoo.registration import ALGORITHM_NAME, default_config_path, register_algorithm
 from sb3_ppo_ext.zoo.resume import RESUME, resumed_run_options
 
@@ -37,6 +45,6 @@ def train(argv: Sequence[str], *, optimize: bool = False) -> None:
     with (
         script_argv(program, _zoo_train_argv(argv, optimize=optimize)),
         zoo_parser(program, TRAIN_OPTION_CHANGES, options, complete=resumed_run_options(argv) if resumed else None),
-        patched_zoo_module(rl_zoo3.train, StoreDict=SafeStoreDict, ExperimentManager=SafeExperimentManager),
+        patch.multiple(rl_zoo3.train, StoreDict=SafeStoreDict, ExperimentManager=SafeExperimentManager),
     ):
         rl_zoo3.train.train()

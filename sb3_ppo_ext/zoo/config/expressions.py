@@ -5,9 +5,7 @@ rl-zoo3 passes ``policy_kwargs``, ``normalize``, ``monitor_kwargs`` and every ``
 only what those values are for: literals (numbers, strings, booleans, ``None``, lists, tuples, dicts, sets),
 a leading ``+``/``-`` on a number, ``dict(...)`` / ``list(...)`` / ``tuple(...)`` calls on such values, and the
 names of an allow-list (activation functions, optimisers, our callbacks and wrappers, ...:
-:mod:`sb3_ppo_ext.allow_list`, whose :func:`~sb3_ppo_ext.allow_list.allowed_names` and
-:func:`~sb3_ppo_ext.allow_list.is_allowed_import_path` can also be imported from here). Anything else is a
-``ValueError`` that names the offending text.
+:mod:`sb3_ppo_ext.allow_list`). Anything else is a ``ValueError`` that names the offending text.
 """
 
 from __future__ import annotations
@@ -15,13 +13,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from sb3_ppo_ext.allow_list import (  # noqa: F401  (allowed_names and is_allowed_import_path: their former home)
-    NAME_RULE,
-    allowed_names,
-    is_allowed_import_path,
-    nearest_short_name,
-    resolve_name,
-)
+from sb3_ppo_ext.allow_list import NAME_RULE, nearest_short_name, resolve_name
 
 #: Calls allowed in a config expression and the Python builtin they build.
 _ALLOWED_CALLS: dict[str, type] = {"dict": dict, "list": list, "tuple": tuple}

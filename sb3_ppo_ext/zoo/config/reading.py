@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pprint import pprint
 from typing import Any
+from unittest.mock import patch
 
 from rl_zoo3 import exp_manager
 
@@ -27,7 +28,6 @@ from sb3_ppo_ext.zoo.config.blocks import (
     valid_keys,
 )
 from sb3_ppo_ext.zoo.config.yaml_files import load_yaml_file
-from sb3_ppo_ext.zoo.patching import patched_zoo_module
 
 
 class _ReadDocument:
@@ -81,7 +81,7 @@ def read_config_document(config: str) -> dict[str, Any]:
 def reading_document(document: dict[str, Any], deferred: DeferredPrint) -> Iterator[None]:
     """While rl-zoo3's ``read_hyperparameters`` runs: its ``yaml.safe_load`` gives ``document`` (read and checked
     already, so what is checked is what is used) and its ``pprint`` is held back in ``deferred``."""
-    with patched_zoo_module(exp_manager, yaml=_ReadDocument(document), pprint=deferred):
+    with patch.multiple(exp_manager, yaml=_ReadDocument(document), pprint=deferred):
         yield
 
 

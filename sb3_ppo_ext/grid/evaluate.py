@@ -10,15 +10,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from sb3_ppo_ext.files import atomic_write
+from sb3_ppo_ext.grid.cells import DONE_FILE, FINAL_EVAL_FILE, FINAL_EVAL_SEED, cell_folders, cell_seed
+from sb3_ppo_ext.grid.collect import read_json_object
 from sb3_ppo_ext.pretrained import evaluate_agent
-from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, FINAL_EVAL_FILE, FINAL_EVAL_SEED, cell_folders, cell_seed
-from sb3_ppo_ext.zoo.grid.collect import read_json_object
 from sb3_ppo_ext.zoo.packing import save_pretrained_from_run
 
 
 def evaluate_cells(root: str, episodes: int, tasks: Sequence[str] | None = None) -> list[str]:
     """Evaluate the final model of every finished cell on ``episodes`` deterministic episodes from env seed
-    :data:`~sb3_ppo_ext.zoo.grid.cells.FINAL_EVAL_SEED` (the same starts for every cell), through the plain-data
+    :data:`~sb3_ppo_ext.grid.cells.FINAL_EVAL_SEED` (the same starts for every cell), through the plain-data
     agent files a shipped agent uses; writes ``final_eval.json`` into the cell. Cells already evaluated with as many
     episodes are skipped, and cells without ``done.json`` (unfinished, or being trained further). A cell whose
     ``done.json`` or ``final_eval.json`` is damaged gets a line ``FAIL  <cell> (<what is wrong>)`` and is left as it

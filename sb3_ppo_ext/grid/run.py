@@ -21,7 +21,7 @@ from typing import Any
 
 from sb3_ppo_ext.callbacks.checkpoint import find_latest_checkpoint, model_zip_defect
 from sb3_ppo_ext.files import atomic_write
-from sb3_ppo_ext.zoo.grid.cells import DONE_FILE, Cell, cell_folders, cell_run_folders
+from sb3_ppo_ext.grid.cells import DONE_FILE, Cell, cell_folders, cell_run_folders
 from sb3_ppo_ext.zoo.progress_csv import PROGRESS_FILE
 from sb3_ppo_ext.zoo.resume import run_settings, saved_num_timesteps
 from sb3_ppo_ext.zoo.run_lock import run_folder_trainer

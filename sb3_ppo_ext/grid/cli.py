@@ -1,7 +1,7 @@
 """The learning grids' command line: run (task, variant, seed) cells from zoo configs, collect one CSV, report with
 rliable.
 
-The steps, each a subcommand of ``sb3-ppo-ext grid`` (also ``python -m sb3_ppo_ext.zoo.grid``, and in the repository
+The steps, each a subcommand of ``sb3-ppo-ext grid`` (also ``python -m sb3_ppo_ext.grid``, and in the repository
 ``python benchmarks/grid.py``, which resolves a grid file's relative paths against the repository root instead of the
 current directory)::
 
@@ -63,7 +63,7 @@ A grid file (YAML)::
     tasks:
       Pendulum-v1: {seeds: [0, 1, 2], variants: [ppo_ext, sb3_ppo, clip_kl], n_timesteps: 100000}
 
-Relative ``conf`` and ``trained_agent`` paths are relative to the folder :func:`~sb3_ppo_ext.zoo.grid.cells.load_grid`
+Relative ``conf`` and ``trained_agent`` paths are relative to the folder :func:`~sb3_ppo_ext.grid.cells.load_grid`
 is given (the command line's: the current directory, or the repository root for ``benchmarks/grid.py``). A
 ``trained_agent`` cell starts from that model (rl-zoo3's ``-i``: its weights and, for a checkpoint
 ``rl_model_<steps>_steps.zip``, the ``VecNormalize`` statistics saved beside it; the step count, schedules and
@@ -79,12 +79,12 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
+from sb3_ppo_ext.grid.cells import load_grid
+from sb3_ppo_ext.grid.collect import collect, merge_rows, read_csv, run_key, write_csv
+from sb3_ppo_ext.grid.evaluate import evaluate_cells, shared_failures
+from sb3_ppo_ext.grid.report import CURVE_VALUES, curve_table, plot, report
+from sb3_ppo_ext.grid.run import ignore_stop_signals_once_stopped, run_grid, snapshot_cells
 from sb3_ppo_ext.zoo.config.blocks import MAX_N_TIMESTEPS
-from sb3_ppo_ext.zoo.grid.cells import load_grid
-from sb3_ppo_ext.zoo.grid.collect import collect, merge_rows, read_csv, run_key, write_csv
-from sb3_ppo_ext.zoo.grid.evaluate import evaluate_cells, shared_failures
-from sb3_ppo_ext.zoo.grid.report import CURVE_VALUES, curve_table, plot, report
-from sb3_ppo_ext.zoo.grid.run import ignore_stop_signals_once_stopped, run_grid, snapshot_cells
 
 
 def _threshold(pair: str) -> tuple[str, float]:

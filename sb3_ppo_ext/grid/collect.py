@@ -15,9 +15,7 @@ from typing import Any
 import numpy as np
 
 from sb3_ppo_ext.files import atomic_path
-from sb3_ppo_ext.zoo.config.blocks import MAX_N_TIMESTEPS
-from sb3_ppo_ext.zoo.config.run_files import load_run_yaml
-from sb3_ppo_ext.zoo.grid.cells import (
+from sb3_ppo_ext.grid.cells import (
     DONE_FILE,
     FINAL_EVAL_FILE,
     MAX_SEED,
@@ -25,9 +23,11 @@ from sb3_ppo_ext.zoo.grid.cells import (
     cell_run_folders,
     cell_seed,
 )
+from sb3_ppo_ext.zoo.config.blocks import MAX_N_TIMESTEPS
+from sb3_ppo_ext.zoo.config.run_files import load_run_yaml
 from sb3_ppo_ext.zoo.progress_csv import PROGRESS_FILE
 from sb3_ppo_ext.zoo.resume import read_evaluations, successes_by_evaluation
-from sb3_ppo_ext.zoo.run_text_files import bounded_lines, checked_csv_rows, csv_rows, read_monitor
+from sb3_ppo_ext.zoo.run_text_files import bounded_lines, checked_csv_rows, csv_rows, scan_monitor
 
 #: SB3's logged training values that ``collect`` adds to each evaluation (the last logged before it), by their name
 #: in SB3's printed tables; in ``progress.csv`` they are ``train/<name>``.
@@ -62,10 +62,10 @@ def training_clock(run_folder: str) -> tuple[np.ndarray, np.ndarray]:
     ends: list[float] = []
     lengths: list[int] = []
     for path in glob.glob(os.path.join(glob.escape(run_folder), "*.monitor.csv")):
-        start, episodes = read_monitor(path)
-        starts.append(start)
-        ends.extend(start + end for end, _ in episodes)
-        lengths.extend(length for _, length in episodes)
+        monitor = scan_monitor(path)
+        starts.append(monitor.start)
+        ends.extend(monitor.start + end for end, _ in monitor.episodes)
+        lengths.extend(length for _, length in monitor.episodes)
     if not starts:
         return np.zeros(0), np.zeros(0)
     order = np.argsort(ends)
