@@ -1,19 +1,12 @@
-"""The ``sb3-ppo-ext`` commands by name, one function each, from the module of its family.
+"""The ``sb3-ppo-ext`` commands by name, each from the module of its family: :mod:`~sb3_ppo_ext.zoo.train_command`
+(``train``, ``optimize``), :mod:`~sb3_ppo_ext.zoo.run_commands` (``enjoy``, ``record-video``, ``export``, ``plot``),
+:mod:`~sb3_ppo_ext.zoo.pretrained_commands` (the same with ``--pretrained``) and :mod:`sb3_ppo_ext.grid.cli`
+(``grid``).
 
-- :mod:`~sb3_ppo_ext.zoo.train_command`: ``train`` and ``optimize`` (rl-zoo3's ``train.py``; ``train --resume``,
-  :mod:`~sb3_ppo_ext.zoo.resume`);
-- :mod:`~sb3_ppo_ext.zoo.run_commands`: ``enjoy``, ``record-video``, ``export`` and ``plot`` of one's own runs (the
-  run chosen by :mod:`~sb3_ppo_ext.zoo.run_selection`);
-- :mod:`~sb3_ppo_ext.zoo.pretrained_commands`: ``enjoy``, ``record-video`` and ``export`` with ``--pretrained``;
-- ``grid``: :mod:`sb3_ppo_ext.grid.cli`.
-
-Each zoo-backed command runs rl-zoo3's own script function on an argument list that starts with our defaults
-(``--algo``, the bundled config, ``-f logs``, a progress bar), so any option the user gives later wins, with
+Each zoo-backed command runs rl-zoo3's own script function with our defaults (any option the user gives wins),
 rl-zoo3's ``StoreDict`` / ``ExperimentManager`` swapped for the safe versions and its parser amended
-(:func:`~sb3_ppo_ext.zoo.parsers.zoo_parser`) while it runs. Runs are loaded without unpickling
-(:mod:`sb3_ppo_ext.safe_loading`) unless ``--trust-pickles`` is given.
-
-:func:`by_name` looks the functions up in this module when called, so that a test can replace one.
+(:func:`~sb3_ppo_ext.zoo.parsers.zoo_parser`). :func:`by_name` looks the functions up in this module when called, so
+that a test can replace one.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""rl-zoo3's ExperimentManager with safe config handling: :class:`SafeExperimentManager`, made of one part per job
-(:class:`~sb3_ppo_ext.zoo.stopping.StoppableExperiment`, :class:`~sb3_ppo_ext.zoo.resume.ResumableExperiment`,
-:class:`~sb3_ppo_ext.zoo.run_lock.LockedRunExperiment`, :class:`~sb3_ppo_ext.zoo.vec_env_choice.VecEnvChoosingExperiment`,
-:class:`~sb3_ppo_ext.zoo.safe_run_files.SafeRunFilesExperiment`) and the config checks of
-:mod:`~sb3_ppo_ext.zoo.config`."""
+"""rl-zoo3's ExperimentManager with safe config handling (:class:`SafeExperimentManager`), made of one part per job
+and the config checks of :mod:`~sb3_ppo_ext.zoo.config`."""
 
 from __future__ import annotations
 
@@ -82,30 +79,18 @@ class SafeExperimentManager(
 ):
     """rl-zoo3's ExperimentManager that checks keys, never evaluates config text and unpickles nothing by default.
 
-    After rl-zoo3 has read and merged the block (YAML, ``--hyperparams``, an Optuna trial), every key must be a
-    constructor parameter or a zoo key, every expression string is parsed with the restricted parser, schedules
-    and class paths are checked; only then does rl-zoo3's own pre-processing run, which finds nothing left to
-    ``eval``. Python config files (which rl-zoo3 would ``exec``) and modules are refused; a YAML config is read once,
-    within size, nesting and alias-expansion limits, and must map env ids to mappings; the settings rl-zoo3 consumes
-    (``n_envs``, ``n_steps``, ``buffer_size``, ``net_arch`` ...) must have their type and a sane size. The run's
-    ``config.yml`` / ``args.yml`` are written as plain YAML.
-
-    The values SB3's logger writes go to the run folder's ``progress.csv`` too, at full precision
+    The config file (YAML only: rl-zoo3 would ``exec`` a Python one) is read once within the YAML limits; the block
+    rl-zoo3 reads and merges (YAML, ``--hyperparams``, an Optuna trial) is checked and parsed
+    (:mod:`~sb3_ppo_ext.zoo.config`) before rl-zoo3's own pre-processing, which then finds nothing left to ``eval``.
+    The run's ``config.yml`` / ``args.yml`` are written as plain YAML, and SB3's logger writes ``progress.csv`` too
     (:mod:`~sb3_ppo_ext.zoo.progress_csv`).
 
-    Every ``vecnormalize.pkl`` it writes (the final one, the evaluation's, the checkpoints') gets a plain-data twin
-    ``.npz`` beside it. Continuing a run (``-i``) loads the model with
-    :func:`~sb3_ppo_ext.safe_loading.models.load_without_pickles` and the statistics from their twin, and refuses a
-    replay buffer pickle, unless ``--trust-pickles`` is given
-    (:class:`~sb3_ppo_ext.zoo.safe_run_files.SafeRunFilesExperiment`).
-
-    The training envs step on the VecEnv of ``--vec-env``, else on the task's preferred one; with ``shared``, the
-    evaluation envs step on DummyVecEnv, and a SharedMemoryVecEnv the user did not ask for that cannot start gives way
-    to DummyVecEnv (:class:`~sb3_ppo_ext.zoo.vec_env_choice.VecEnvChoosingExperiment`). ``--resume`` is
-    :class:`~sb3_ppo_ext.zoo.resume.ResumableExperiment`'s, and training stopped by SIGTERM or a failed env worker
-    :class:`~sb3_ppo_ext.zoo.stopping.StoppableExperiment`'s. A training run holds its run folder's lock from its start
-    (``--resume``) or the folder's creation (a new run) to the end of the command, so that no second trainer writes
-    the same run (:class:`~sb3_ppo_ext.zoo.run_lock.LockedRunExperiment`).
+    The other jobs are its bases': models and statistics without pickles
+    (:class:`~sb3_ppo_ext.zoo.safe_run_files.SafeRunFilesExperiment`), the VecEnv
+    (:class:`~sb3_ppo_ext.zoo.vec_env_choice.VecEnvChoosingExperiment`), ``--resume``
+    (:class:`~sb3_ppo_ext.zoo.resume.ResumableExperiment`), SIGTERM and failed env workers
+    (:class:`~sb3_ppo_ext.zoo.stopping.StoppableExperiment`) and one trainer per run folder
+    (:class:`~sb3_ppo_ext.zoo.run_lock.LockedRunExperiment`).
     """
 
     def __init__(
@@ -182,12 +167,9 @@ class SafeExperimentManager(
 
     def _preprocess_hyperparams(self, hyperparams: dict[str, Any]) -> tuple[dict[str, Any], Any, list, Any]:
         """rl-zoo3's pre-processing; then the evaluation env gets the config's ``env_kwargs`` (unless
-        ``--eval-env-kwargs`` was given), and our video and live-view callbacks that play the trained env's id get the
-        config's ``env_wrapper`` (unless they were given one), so that they see the env the policy was trained on.
-
-        rl-zoo3 means the evaluation env to share the training env's keyword arguments, but binds them when it is built,
-        before the config block is read: a block's (or ``--hyperparams``') ``env_kwargs`` then reached the training envs
-        only, and the periodic evaluations (``evaluations.npz``, ``best_model.zip``) played the task's defaults."""
+        ``--eval-env-kwargs`` was given: rl-zoo3 binds them before the block is read, so its evaluations played the
+        task's defaults), and our video and live-view callbacks that play the trained env's id get the config's
+        ``env_wrapper`` (unless they were given one), so that they see the env the policy was trained on."""
         hyperparams, env_wrapper, callbacks, vec_env_wrapper = super()._preprocess_hyperparams(hyperparams)
         if self._eval_env_kwargs_args is None:
             self.eval_env_kwargs = self.env_kwargs

@@ -1,15 +1,12 @@
 """How rl-zoo3's ``enjoy`` / ``record_video`` load a run while ``sb3-ppo-ext`` runs them: without unpickling.
 
-Both scripts load the model with ``ALGOS[algo].load(...)`` and the ``VecNormalize`` statistics inside
-``create_test_env`` with ``VecNormalize.load(...)``, both of which unpickle. :class:`PlayedRunLoading` provides the
-stand-ins swapped into their modules for the time of the script: the model through
-:func:`~sb3_ppo_ext.safe_loading.models.load_without_pickles` (to act: ``training=False``; the saved spaces matched against
-the env ``create_test_env`` made), the statistics from their plain-data twin. With ``--trust-pickles`` each stand-in
-calls rl-zoo3's own loading instead.
-
-The statistics are those saved with the played model (:func:`played_model_statistics`): rl-zoo3 plays
-``--load-best`` and ``--load-checkpoint`` models with the run's final statistics, which a normalised run has moved
-on from since that model was saved.
+Both scripts load the model with ``ALGOS[algo].load(...)`` and, inside ``create_test_env``, the ``VecNormalize``
+statistics with ``VecNormalize.load(...)``: both unpickle. :class:`PlayedRunLoading` provides the stand-ins swapped
+into their modules for the time of the script: the model through
+:func:`~sb3_ppo_ext.safe_loading.models.load_without_pickles` (``training=False``, the saved spaces matched against
+the env ``create_test_env`` made), the statistics from their plain-data twin; with ``--trust-pickles``, rl-zoo3's own
+loading. The statistics are those saved with the played model (:func:`played_model_statistics`), where rl-zoo3 plays
+every model with the run's final ones.
 """
 
 from __future__ import annotations

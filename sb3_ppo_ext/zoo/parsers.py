@@ -200,8 +200,7 @@ def zoo_parser(
     rl-zoo3's scripts build their parser inline, so ``ArgumentParser.parse_known_args`` and ``error`` are swapped
     for the time of the script; they act on a parser with an ``--env`` option only (rl-zoo3's: our own parsers are
     done by then) and name it ``program`` (newer Pythons name a parser after ``python -m <module>`` when run so). A
-    usage error is one line, ``<program>: error: <message>``, exit status 2, instead of argparse's usage (30 lines for
-    rl-zoo3's train).
+    usage error is one line, ``<program>: error: <message>``, exit status 2, instead of argparse's usage.
 
     Option abbreviations are turned off (``--fold`` is an error that suggests ``--folder``): ``train`` chooses its
     config from the options as the user wrote them (:func:`peek_option`), so rl-zoo3 must read the same ones; one rule for

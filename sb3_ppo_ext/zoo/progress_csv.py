@@ -1,9 +1,7 @@
 """``progress.csv`` in a training run's folder: every value SB3's logger writes (``rollout/``, ``train/``, ``eval/``,
-``time/`` ...) as a CSV row per dump, at full precision, beside the standard output and tensorboard. rl-zoo3 only
-prints these values (as tables of 3 to 4 significant digits) and sends them to tensorboard with ``-tb``.
-
-The rows are written by SB3's own CSV writer of the logger, added to the logger SB3 configures when training starts;
-a run continued with ``train --resume`` appends to its file instead of starting it again.
+``time/`` ...), one CSV row per dump at full precision (rl-zoo3 only prints them, to 3 or 4 digits, and sends them
+to tensorboard with ``-tb``). The rows are written by SB3's own CSV writer, added to the logger SB3 configures; a run
+continued with ``train --resume`` appends to its file.
 """
 
 from __future__ import annotations
@@ -23,6 +21,13 @@ PROGRESS_FILE = "progress.csv"
 MAX_HEADER_BYTES = 1 << 20
 
 
+def _not_written_by_sb3(filename: str, what: str) -> ValueError:
+    """The refusal of a ``progress.csv`` of which ``what`` is wrong."""
+    return ValueError(
+        f"{filename}: {what}, not a progress.csv SB3's logger wrote; move it aside to continue the run with a new one"
+    )
+
+
 def read_header(filename: str) -> list[str]:
     """The column names of an existing ``progress.csv`` (its first line, at most :data:`MAX_HEADER_BYTES`).
 
@@ -31,17 +36,11 @@ def read_header(filename: str) -> list[str]:
     with open(filename, "rb") as stream:
         line = stream.readline(MAX_HEADER_BYTES + 1)
     if len(line) > MAX_HEADER_BYTES:
-        raise ValueError(
-            f"{filename}: its header is longer than {MAX_HEADER_BYTES} bytes, not a progress.csv SB3's logger wrote; "
-            "move it aside to continue the run with a new one"
-        )
+        raise _not_written_by_sb3(filename, f"its header is longer than {MAX_HEADER_BYTES} bytes")
     try:
         return line.decode("utf-8").rstrip("\r\n").split(",")
     except UnicodeDecodeError:
-        raise ValueError(
-            f"{filename}: its header is not UTF-8 text, not a progress.csv SB3's logger wrote; move it aside to "
-            "continue the run with a new one"
-        ) from None
+        raise _not_written_by_sb3(filename, "its header is not UTF-8 text") from None
 
 
 def check_progress_csv(filename: str) -> list[str]:
@@ -58,25 +57,16 @@ def check_progress_csv(filename: str) -> list[str]:
             for _ in bounded_lines(stream, filename):
                 pass
         except UnicodeDecodeError as error:
-            raise ValueError(
-                f"{filename}: not UTF-8 text ({error.reason}), not a progress.csv SB3's logger wrote; move it aside to "
-                "continue the run with a new one"
-            ) from None
+            raise _not_written_by_sb3(filename, f"not UTF-8 text ({error.reason})") from None
     return keys
 
 
 class AppendingCSVOutputFormat(CSVOutputFormat):
     """SB3's CSV writer of the logger (:class:`~stable_baselines3.common.logger.CSVOutputFormat`) that continues an
-    existing file instead of emptying it.
-
-    SB3's writer opens its file with mode ``"w+"``, which would erase the rows of a run's earlier sessions when the
-    run is resumed. This one opens the file for appending and takes its header as the columns it has. A key that the
-    header lacks (SB3's ``train/`` keys appear from the second dump on, ``eval/`` ones with the first evaluation)
-    becomes a new column, as in SB3's writer: the header is extended and the earlier rows get empty cells. SB3 does
-    that by rewriting the file in place from its start, which a stop in the middle would leave mixed; here the file is
-    rewritten to a temporary file that then replaces it (:func:`~sb3_ppo_ext.files.atomic_write`), and the new columns
-    come in sorted order (SB3's come in the order of a set, which changes from process to process). The rows
-    themselves are written by SB3's :meth:`write`.
+    existing file (SB3's opens it with ``"w+"``, erasing a resumed run's earlier rows) and takes its header as its
+    columns. A key the header lacks becomes a new column, as in SB3's writer, but the file is rewritten atomically
+    (:func:`~sb3_ppo_ext.files.atomic_write`, where SB3 rewrites it in place, which a stop would leave mixed) and the
+    new columns come sorted (SB3's in a set's order, which changes from process to process).
 
     :param filename: the CSV file, created when missing.
     """

@@ -1,26 +1,18 @@
 """Continue a zoo run where it stopped: ``sb3-ppo-ext train --resume RUN_FOLDER``.
 
-rl-zoo3's ``-i model.zip`` starts a new run from a model: a new folder, the step counter at 0, the schedules and the
-evaluation history from their start. A run of many hours that the machine stops (or that was simply given more
-steps) needs the opposite: the same folder, the same settings, and every counter where the newest checkpoint left it.
-``--resume`` gives that, for any algorithm rl-zoo3 runs:
+Where rl-zoo3's ``-i model.zip`` starts a new run from a model (a new folder, the counters from 0), ``--resume``
+continues the same run, for any algorithm rl-zoo3 runs:
 
-- the settings are the run's own: the command-line options from its ``args.yml``, the hyperparameters from its
-  ``config.yml`` (what the run used, even if the config file has changed since); only the options of
-  :data:`RESUME_OPTIONS` (how to run, not what to train) may be given again, ``-n`` sets a new total budget (kept in
-  ``args.yml`` with ``--save-freq`` for the next resume, :data:`RUN_PLAN_OPTIONS`);
-- the model is the newest intact checkpoint of ``--save-freq`` (or the final model, if the run finished and has
-  more steps and is intact: a damaged one is skipped with a warning), loaded without unpickling unless
-  ``--trust-pickles``: step count, optimiser state, the adaptive-KL state (beta, the KL-adaptive learning rate), and
-  the ``VecNormalize`` statistics saved with it;
-- training continues with ``reset_num_timesteps=False``, so schedules and step-based callbacks carry on and the run
-  ends at the same total; the evaluation history (``evaluations.npz``, the best mean reward that decides
-  ``best_model.zip``) is kept up to the checkpoint and continued, and the evaluations keep their step grid;
-- the monitor files are continued, with their elapsed times resumed from the last episode written (the time the run
-  was stopped does not count), so SB3's ``load_results`` and plots read one run.
+- the settings are the run's own (its ``args.yml`` and ``config.yml``, whatever the config file says today); only
+  :data:`RESUME_OPTIONS` may be given again, and a new ``-n`` / ``--save-freq`` is written back
+  (:data:`RUN_PLAN_OPTIONS`);
+- the model is the newest intact checkpoint, or the final model when it has more steps (:func:`find_resume_point`),
+  loaded without unpickling unless ``--trust-pickles``, with the ``VecNormalize`` statistics saved with it;
+- training continues with ``reset_num_timesteps=False`` up to the same total; the evaluation history is kept up to
+  the checkpoint (:func:`restore_evaluation_history`) and the monitor files are continued (:class:`ContinuedMonitor`).
 
-Not restored: the envs' states and the random generators (the run continues from fresh episodes, with the generators
-seeded from the run's seed), and the collection between the checkpoint and the stop, which is done again.
+Not restored: the envs' states and the random generators (fresh episodes, the generators seeded from the run's seed),
+and the collection between the checkpoint and the stop, which is done again.
 """
 
 from __future__ import annotations
@@ -188,9 +180,8 @@ def find_resume_point(run_folder: str, env_name: str) -> ResumePoint:
     """The newest intact checkpoint of the run (``rl_model_<steps>_steps.zip``), or its final model
     (``<env>.zip``) when that has more steps (a finished run given a larger budget).
 
-    A damaged final model (:func:`~sb3_ppo_ext.callbacks.checkpoint.model_zip_defect`: e.g. cut short at 0 bytes by a
-    process stopped while writing it, before the final model was written atomically) is skipped with a warning naming
-    the file, and the newest intact checkpoint is taken instead, as damaged checkpoints are skipped for older ones.
+    A damaged final model (:func:`~sb3_ppo_ext.callbacks.checkpoint.model_zip_defect`, e.g. cut short at 0 bytes) is
+    skipped with a warning naming the file, as damaged checkpoints are skipped for older ones.
 
     :raises ResumeError: when the run has neither an intact checkpoint nor an intact final model.
     """

@@ -1,15 +1,11 @@
 """One trainer per run folder at a time: ``sb3-ppo-ext train`` (a new run and ``--resume``) holds an exclusive lock on
-its run folder for as long as it trains, and a second trainer of the same folder stops at once with a one-line error.
+its run folder for as long as it trains, and a second trainer of the same folder stops at once with a one-line error
+(two trainers would interleave their checkpoints, evaluations, monitor files and ``progress.csv`` in one run).
 
-Two trainers of one folder write one run: checkpoints, the final model, ``evaluations.npz``, the monitor files and
-``progress.csv`` of both, interleaved. It happens when a grid is killed with SIGKILL (its trainers run in sessions of
-their own and go on) and run again, or when a run is resumed by hand while it still trains.
-
-The lock is ``flock`` on the hidden file :data:`~sb3_ppo_ext.zoo.run_selection.LOCK_FILE` (``.train.lock``) in the
-run folder, which holds the pid of the trainer that took it last (for the error message of the next one). The
-operating system releases the lock when its process ends, however it ends (SIGKILL included), so a lock is never left
-stuck; the file stays in the folder, and a file that is not locked means nothing. The lock is advisory: it keeps out
-the commands that take it (``train``), not readers.
+The lock is ``flock`` on the hidden file :data:`~sb3_ppo_ext.zoo.run_selection.LOCK_FILE` in the run folder, which
+holds the pid of the trainer that took it last. The operating system releases it when its process ends, however it
+ends (SIGKILL included), so a lock is never left stuck; an unlocked file means nothing. The lock is advisory: it
+keeps out the commands that take it (``train``), not readers.
 """
 
 from __future__ import annotations

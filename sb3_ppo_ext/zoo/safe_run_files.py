@@ -172,9 +172,8 @@ class SafeRunFilesExperiment(ExperimentManager):
         """rl-zoo3's saving of the final model: the same files and lines (``<env>.zip``, ``replay_buffer.pkl`` with
         ``--save-replay-buffer``, ``<env>/vecnormalize.pkl``), plus the statistics' plain-data twin ``vecnormalize.npz``
         beside the pickle, each written atomically as the checkpoints are
-        (:func:`~sb3_ppo_ext.callbacks.checkpoint.write_model_files`): the statistics first, the model zip last. rl-zoo3
-        writes them in place, so a process stopped during the save left a cut-short ``<env>.zip`` (0 bytes) that
-        every later ``--resume`` refused."""
+        (:func:`~sb3_ppo_ext.callbacks.checkpoint.write_model_files`): the statistics first, the model zip last, where
+        rl-zoo3 writes them in place (a stop during the save left a cut-short ``<env>.zip``)."""
         print(f"Saving to {self.save_path}")
         if hasattr(model, "save_replay_buffer") and self.save_replay_buffer:
             print("Saving replay buffer")

@@ -17,8 +17,6 @@ from sb3_ppo_ext.vec_env.shared_memory_vec_env import EnvWorkerError
 
 #: Exit status of ``train`` stopped by SIGTERM (the shell's convention: 128 + the signal's number).
 SIGTERM_EXIT_STATUS = 128 + signal.SIGTERM
-
-
 #: Exit status of ``train`` stopped by a failed env worker.
 WORKER_FAILURE_EXIT_STATUS = 1
 #: Exit status of ``train`` given a second Ctrl-C while it stopped (the first one ends it with 0, as rl-zoo3 does).
@@ -45,38 +43,14 @@ class TerminationRequested(KeyboardInterrupt):
 
 
 @contextmanager
-def sigterm_stops_training(on_signal: Callable[[], None]) -> Iterator[None]:
-    """While the block runs, SIGTERM calls ``on_signal`` and raises :class:`TerminationRequested` in the main thread;
-    a second SIGTERM ends the process at once (the signal's default). Off the main thread, nothing changes (Python
-    runs signal handlers in the main thread only).
+def sigterm_deferred(on_signal: Callable[[], None], *, interrupt: bool = False) -> Iterator[None]:
+    """While the block runs, the first SIGTERM calls ``on_signal`` (to record that it came) instead of ending the
+    process, and the caller acts on it afterwards; the caller's handler is put back at the end. Off the main thread,
+    nothing changes (Python runs signal handlers in the main thread only).
 
-    :param on_signal: called first, to record that training was stopped by the signal.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.getsignal(signal.SIGTERM)
-
-    def stop(signum: int, frame: Any) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        on_signal()
-        raise TerminationRequested("SIGTERM")
-
-    signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@contextmanager
-def sigterm_deferred(on_signal: Callable[[], None]) -> Iterator[None]:
-    """While the block runs, SIGTERM only calls ``on_signal`` (at the first SIGTERM; later ones are ignored): the block
-    runs to its end, and the caller acts on the signal afterwards. For work that a signal must not cut in two, such as
-    writing the final model. Off the main thread, nothing changes (Python runs signal handlers in the main thread
-    only).
-
-    :param on_signal: called at the first SIGTERM, to record that it came.
+    :param interrupt: ``False``: later SIGTERMs are ignored and the block runs to its end, for work a signal must not
+        cut in two (writing the final model). ``True``: the first SIGTERM also raises :class:`TerminationRequested` in
+        the block, as Ctrl-C raises ``KeyboardInterrupt``, and a second one ends the process (the signal's default).
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -84,12 +58,16 @@ def sigterm_deferred(on_signal: Callable[[], None]) -> Iterator[None]:
     previous = signal.getsignal(signal.SIGTERM)
     received = threading.Event()
 
-    def record(signum: int, frame: Any) -> None:
-        if not received.is_set():
-            received.set()
-            on_signal()
+    def handle(signum: int, frame: Any) -> None:
+        if received.is_set():  # a later SIGTERM during a deferred block
+            return
+        received.set()
+        on_signal()
+        if interrupt:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            raise TerminationRequested("SIGTERM")
 
-    signal.signal(signal.SIGTERM, record)
+    signal.signal(signal.SIGTERM, handle)
     try:
         yield
     finally:
@@ -134,13 +112,10 @@ class CtrlCWhileStopping:
 
 class StoppableExperiment(ExperimentManager):
     """The part of :class:`~sb3_ppo_ext.zoo.experiment.SafeExperimentManager` that SIGTERM or a failed env worker stop
-    without losing the run: as after Ctrl-C, learning ends, the envs are closed and the model trained so far is saved
-    with its statistics, then :meth:`save_trained_model` raises :class:`TrainingStopped`, which says what stopped
-    training. A worker failure before the first step stops the command at once (nothing trained, nothing to save).
-    A SIGTERM that comes while the final model is saved waits for the save to end, then stops the command the same
-    way. Ctrl-C stops training as in rl-zoo3 (the model saved, exit status 0); a second Ctrl-C while training stops
-    and the model is saved waits for the save too, then stops the command with exit status 1
-    (:class:`CtrlCWhileStopping`)."""
+    without losing the run: as after Ctrl-C, learning ends and the model trained so far is saved with its statistics,
+    then :meth:`save_trained_model` raises :class:`TrainingStopped` (a worker failure before the first step: at once,
+    nothing to save). A SIGTERM during the save, or a second Ctrl-C while training stops (:class:`CtrlCWhileStopping`),
+    waits for the save to end, then stops the command the same way; a single Ctrl-C ends it with 0, as in rl-zoo3."""
 
     #: What stopped training before its budget (SIGTERM or the failure of an env worker), once it did.
     stopped_by: str | None = None
@@ -165,7 +140,7 @@ class StoppableExperiment(ExperimentManager):
             ctrl_c.stopping = True
 
         ctrl_c.install()
-        with sigterm_stops_training(stopped_by_sigterm):
+        with sigterm_deferred(stopped_by_sigterm, interrupt=True):
             try:
                 super().learn(model)
             except EnvWorkerError as error:

@@ -20,23 +20,11 @@ from sb3_ppo_ext.vec_env.shared_memory_vec_env import EnvWorkerError, SharedMemo
 #: (several envs per process: a block in the driver and one in a worker per other usable core) and ``ray`` for
 #: :class:`~sb3_ppo_ext.vec_env.ray_vec_env.RayVecEnv` (the ``ray`` extra).
 VEC_ENV_TYPES: tuple[str, ...] = ("dummy", "subproc", "shared", "ray")
-
-
 #: The VecEnv of a task :data:`PREFERRED_VEC_ENVS` does not name, when ``--vec-env`` is not given (rl-zoo3's default).
 DEFAULT_VEC_ENV = "dummy"
-
-
 #: The VecEnv a task trains on when ``--vec-env`` is not given (any other task: :data:`DEFAULT_VEC_ENV`): ``shared``
-#: where stepping the envs in worker processes pays, as it does for every bundled locomotion and rocket block. Env
-#: steps per second relative to DummyVecEnv on an idle 2-core machine (2026-12-03), SharedMemoryVecEnv with the
-#: driver stepping one block: ``PPO.learn`` with each block's hyperparameters (``OMP_NUM_THREADS=1 python
-#: benchmarks/bench_vec_envs.py --vec-envs shared shared_waiting --rounds 3 --steps 64 --train-iterations 2
-#: --train-rounds 3``) Humanoid block (64 envs) 1.85x and 1.83x in two runs, Walker2D block (16 envs) 1.19x, its
-#: update taking most of an iteration, RocketLander block (16 envs) 1.33x; ``sb3-ppo-ext train -n 32768 --num-threads
-#: 1`` alternating with ``--vec-env dummy`` (fps as logged) Humanoid 1.83x and 1.91x, Walker2D 1.22x and 1.30x. The
-#: flag-run blocks are the Humanoid block with longer budgets and the discrete lander's the RocketLander block with
-#: another gamma (the same envs and rollouts, not measured apart). A table here, not a key of the config blocks:
-#: plain rl-zoo3 would pass an unknown key to the model.
+#: where stepping the envs in worker processes pays (the measurements: docs/guide/scale_out.md). A table here, not a
+#: key of the config blocks: plain rl-zoo3 would pass an unknown key to the model.
 PREFERRED_VEC_ENVS: dict[str, str] = {
     "sb3_ppo_ext/Humanoid-v0": "shared",
     "sb3_ppo_ext/HumanoidFlagrun-v0": "shared",

@@ -163,16 +163,11 @@ def _checked(check: Any, *args: Any, where: str, **kwargs: Any) -> Any:
 
 
 def check_block_values(block: Mapping[str, Any], *, where: str) -> None:
-    """Check the types and sizes of the settings rl-zoo3 itself consumes, before it builds anything from them.
-
-    ``n_envs`` (<= :data:`MAX_N_ENVS`), ``n_timesteps`` (<= :data:`MAX_N_TIMESTEPS`), ``n_steps`` with
-    ``n_steps * n_envs`` and ``batch_size`` (<= :data:`MAX_ROLLOUT_TRANSITIONS`), ``buffer_size``
-    (<= :data:`MAX_BUFFER_SIZE`), ``n_epochs`` (<= :data:`~sb3_ppo_ext.validation.MAX_N_EPOCHS`) and ``frame_stack``
-    (<= :data:`~sb3_ppo_ext.validation.MAX_FRAME_STACK`, the bound of an agent's ``agent.json`` too) must be numbers
-    of those sizes (an integral float such as ``1e6`` counts as an integer); the :data:`MAPPING_KEYS` mappings;
-    ``normalize`` a boolean or a mapping of ``VecNormalize`` arguments of their types
-    (:func:`~sb3_ppo_ext.validation.check_vecnormalize_kwargs`); ``policy_kwargs`` the types of SB3's policy
-    arguments, with ``net_arch`` and ``lstm_hidden_size`` within the layer limits
+    """Check the types and sizes of the settings rl-zoo3 itself consumes, before it builds anything from them: the
+    counts (``n_envs``, ``n_timesteps``, ``n_steps * n_envs``, ``batch_size``, ``buffer_size``, ``n_epochs``,
+    ``frame_stack``) numbers within the limits their messages name (an integral float such as ``1e6`` is an
+    integer), the :data:`MAPPING_KEYS` mappings, ``normalize``
+    (:func:`~sb3_ppo_ext.validation.check_vecnormalize_kwargs`) and ``policy_kwargs``
     (:func:`~sb3_ppo_ext.validation.check_policy_kwargs`). Run it on the block after :func:`preprocess_block`, which
     turns expression strings into values.
 

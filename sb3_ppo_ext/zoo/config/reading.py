@@ -1,10 +1,6 @@
-"""A zoo config file's block as ``train`` reads it: rl-zoo3's own ``read_hyperparameters``, run on a document read and
-checked first, with the block it returns checked before anything prints or uses it.
-
-rl-zoo3 reads the file with ``yaml.safe_load`` (no limits) and prints the block with ``pprint`` before anything has
-checked it; :func:`reading_document` gives it the document read within the limits of
-:mod:`~sb3_ppo_ext.zoo.config.yaml_files` instead, and holds its printing back until :func:`check_read_block` has
-checked the block.
+"""A zoo config file's block as ``train`` reads it: rl-zoo3's own ``read_hyperparameters``, given the document read
+within the limits of :mod:`~sb3_ppo_ext.zoo.config.yaml_files` and checked (rl-zoo3 reads it with an unbounded
+``yaml.safe_load``), its ``pprint`` of the block held back until :func:`check_read_block` has checked it.
 """
 
 from __future__ import annotations
