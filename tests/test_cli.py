@@ -490,12 +490,12 @@ def test_sigterm_during_a_deferred_block_is_recorded_once_and_the_block_runs_to_
     """What holds SIGTERM back while the final model is saved: the block is not cut short, the signal is recorded
     (once, however many come) for the caller to act on afterwards, and the caller's handler is put back."""
     from sb3_ppo_ext.files import atomic_write
-    from sb3_ppo_ext.zoo.stopping import sigterm_deferred
+    from sb3_ppo_ext.zoo.stopping import sigterm_caught
 
     received = []
     before = signal.getsignal(signal.SIGTERM)
     path = tmp_path / "model.zip"
-    with sigterm_deferred(lambda: received.append("SIGTERM")), atomic_write(str(path)) as handle:
+    with sigterm_caught(lambda: received.append("SIGTERM")), atomic_write(str(path)) as handle:
         handle.write(b"first half, ")
         os.kill(os.getpid(), signal.SIGTERM)
         os.kill(os.getpid(), signal.SIGTERM)

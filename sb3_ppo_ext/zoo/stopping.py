@@ -43,7 +43,7 @@ class TerminationRequested(KeyboardInterrupt):
 
 
 @contextmanager
-def sigterm_deferred(on_signal: Callable[[], None], *, interrupt: bool = False) -> Iterator[None]:
+def sigterm_caught(on_signal: Callable[[], None], *, interrupt: bool = False) -> Iterator[None]:
     """While the block runs, the first SIGTERM calls ``on_signal`` (to record that it came) instead of ending the
     process, and the caller acts on it afterwards; the caller's handler is put back at the end. Off the main thread,
     nothing changes (Python runs signal handlers in the main thread only).
@@ -140,7 +140,7 @@ class StoppableExperiment(ExperimentManager):
             ctrl_c.stopping = True
 
         ctrl_c.install()
-        with sigterm_deferred(stopped_by_sigterm, interrupt=True):
+        with sigterm_caught(stopped_by_sigterm, interrupt=True):
             try:
                 super().learn(model)
             except EnvWorkerError as error:
@@ -154,7 +154,7 @@ class StoppableExperiment(ExperimentManager):
 
     def save_trained_model(self, model: BaseAlgorithm) -> None:
         """rl-zoo3's saving of the final model (the next class's), which a SIGTERM does not cut short: one that comes
-        during the save is held back until the files are written (:func:`sigterm_deferred`).
+        during the save is held back until the files are written (:func:`sigterm_caught`).
 
         :raises TrainingStopped: once saved, when SIGTERM or a failed env worker stopped training (:meth:`learn`), a
             SIGTERM came during the save, or a second Ctrl-C while training stopped.
@@ -168,7 +168,7 @@ class StoppableExperiment(ExperimentManager):
                 )
                 self.stopped_exit_status = SIGTERM_EXIT_STATUS
 
-        with sigterm_deferred(stopped_by_sigterm_during_save):
+        with sigterm_caught(stopped_by_sigterm_during_save):
             super().save_trained_model(model)
         if self.ctrl_c is not None and self.ctrl_c.late and self.stopped_by is None:
             self.stopped_by = f"a second Ctrl-C came while training stopped at {model.num_timesteps} steps"
