@@ -20,7 +20,10 @@ grid's fixed ``--vec-env dummy`` replaced by each contender's VecEnv and, unless
 ``--num-threads 1`` left out.
 
 How. The runs go one after another, each with the whole machine; per seed both contenders run back to back, ours
-first on even seeds and SB3 first on odd ones, so that a drift in the machine's load hits both alike. While a run
+first on even seeds and SB3 first on odd ones, so that a drift in the machine's load hits both alike. With
+``--sb3-stop-multiple K`` ours runs first on every seed and SB3's run on that seed stops at K times our time to the
+threshold (or at ``--max-minutes``, whichever comes first): where SB3 has not reached it by then, the seed's ratio is
+the bound ``< 1/K`` (SB3's run may stop at a multiple of ours; the ratio printed is ours over SB3's whole run). While a run
 goes, its ``evaluations.npz`` (written by rl-zoo3's evaluation callback) is read every ``--poll-seconds``; the first
 poll that finds an evaluation whose mean return is at least the threshold gives the run's time to score (seconds from
 starting the process, so the imports and the set-up count, to that poll) and the evaluation's step count; the run is
@@ -162,7 +165,7 @@ class RunResult:
     :param peak_rss_mib: the largest sum of resident memory over the process tree seen at a poll, in MiB.
     :param best_eval: the best evaluation's mean return, or ``None`` if there was no evaluation.
     :param best_eval_steps: that evaluation's step count, or ``None``.
-    :param outcome: ``reached``, ``budget spent``, ``time limit`` or ``failed (exit N)``.
+    :param outcome: ``reached``, ``budget spent``, ``time limit``, ``stopped at K x ours`` or ``failed (exit N)``.
     :param command: the training command, shell-quoted.
     :param pid: the training process's id, also its process group's and session's.
     """
@@ -312,6 +315,7 @@ def run_contender(
     max_minutes: float | None,
     poll_seconds: float,
     grace_seconds: float,
+    time_limit_outcome: str = "time limit",
 ) -> RunResult:
     """Train one contender on ``env_id`` with ``seed`` until its evaluation reaches ``threshold``, its budget is spent
     or ``max_minutes`` pass; see the module's docstring.
@@ -327,6 +331,7 @@ def run_contender(
     :param max_minutes: the wall-clock limit of the run, or ``None`` for none.
     :param poll_seconds: seconds between reads of the evaluations and the memory.
     :param grace_seconds: seconds a stopping process gets before the next, harder signal.
+    :param time_limit_outcome: the outcome of a run stopped at ``max_minutes``.
     """
     folder = os.path.join(root, contender.name, f"seed_{seed}")
     if os.path.exists(folder):
@@ -363,7 +368,7 @@ def run_contender(
                 if index is not None:
                     reached_at, outcome = (int(timesteps[index]), elapsed), "reached"
                 elif outcome is None and deadline is not None and elapsed >= deadline:
-                    outcome = "time limit"
+                    outcome = time_limit_outcome
             wall_s_run = time.monotonic() - start
         finally:
             stop_process_group(process, grace_seconds)
@@ -385,9 +390,27 @@ def run_contender(
     )
 
 
-def running_order(contenders: Sequence[Contender], seed: int) -> list[Contender]:
-    """The contenders in the order they run for ``seed``: as given on even seeds, reversed on odd ones."""
-    return list(contenders) if seed % 2 == 0 else list(reversed(contenders))
+def running_order(contenders: Sequence[Contender], seed: int, *, ours_first: bool = False) -> list[Contender]:
+    """The contenders in the order they run for ``seed``: as given on even seeds, reversed on odd ones; as given on
+    every seed with ``ours_first`` (SB3's stop then depends on our run)."""
+    return list(contenders) if ours_first or seed % 2 == 0 else list(reversed(contenders))
+
+
+def sb3_time_limit(max_minutes: float | None, stop_multiple: float | None, ours: RunResult | None) -> tuple[float | None, str]:
+    """SB3's wall-clock limit on one seed, in minutes, and the outcome its run gets when it passes it.
+
+    :param max_minutes: ``--max-minutes``, or ``None``.
+    :param stop_multiple: ``--sb3-stop-multiple``, or ``None``.
+    :param ours: our run on the same seed, or ``None`` when it did not run.
+    :returns: the smaller of ``max_minutes`` and ``stop_multiple`` times our time to the threshold (where both are
+        given and ours reached it), and ``"time limit"`` or ``"stopped at K x ours"`` for the limit that applies.
+    """
+    if stop_multiple is None or ours is None or ours.wall_s_to_threshold is None:
+        return max_minutes, "time limit"
+    multiple_minutes = stop_multiple * ours.wall_s_to_threshold / 60.0
+    if max_minutes is not None and max_minutes <= multiple_minutes:
+        return max_minutes, "time limit"
+    return multiple_minutes, f"stopped at {stop_multiple:g} x ours"
 
 
 def _number(value: float | int | None, digits: int = 0) -> str:
@@ -473,6 +496,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--eval-episodes", type=int, default=10, help="episodes per evaluation (default: 10)")
     parser.add_argument("--max-steps", type=int, help="training budget of every run (default: its config's)")
     parser.add_argument("--max-minutes", type=float, help="wall-clock limit of every run (default: none)")
+    parser.add_argument(
+        "--sb3-stop-multiple",
+        type=float,
+        help="stop SB3's run on a seed at this multiple of our time to the threshold (ours then runs first); "
+        "where SB3 has not reached it, the ratio is a bound (default: no such stop)",
+    )
     parser.add_argument("--ours-args", default="", help='more `train` arguments for ours, e.g. "--vec-env shared"')
     parser.add_argument("--sb3-args", default="", help='more `train` arguments for SB3, e.g. "--hyperparams n_envs:8"')
     parser.add_argument("--sb3-conf", default=REFERENCE_CONF, help="SB3's config file (default: %(default)s)")
@@ -489,7 +518,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {value}")
-    for name in ("max_minutes", "poll_seconds", "grace_seconds"):
+    for name in ("max_minutes", "poll_seconds", "grace_seconds", "sb3_stop_multiple"):
         value = getattr(args, name)
         if value is not None and value <= 0:
             parser.error(f"--{name.replace('_', '-')} must be > 0, got {value}")
@@ -516,7 +545,11 @@ def run_benchmark(args: argparse.Namespace) -> list[RunResult]:
     """Every contender on every seed, one run at a time, in :func:`running_order`; a line on stderr per run."""
     results = []
     for seed in args.seeds:
-        for contender in running_order(contenders_of(args), seed):
+        ours: RunResult | None = None
+        for contender in running_order(contenders_of(args), seed, ours_first=args.sb3_stop_multiple is not None):
+            max_minutes, time_limit_outcome = args.max_minutes, "time limit"
+            if contender.name == "sb3":
+                max_minutes, time_limit_outcome = sb3_time_limit(args.max_minutes, args.sb3_stop_multiple, ours)
             result = run_contender(
                 contender,
                 args.env,
@@ -526,10 +559,13 @@ def run_benchmark(args: argparse.Namespace) -> list[RunResult]:
                 eval_freq=args.eval_freq,
                 eval_episodes=args.eval_episodes,
                 max_steps=args.max_steps,
-                max_minutes=args.max_minutes,
+                max_minutes=max_minutes,
                 poll_seconds=args.poll_seconds,
                 grace_seconds=args.grace_seconds,
+                time_limit_outcome=time_limit_outcome,
             )
+            if contender.name == "ours":
+                ours = result
             print(
                 f"seed {seed} {contender.name}: {result.outcome} after {result.wall_s_run:.0f} s, "
                 f"peak RSS {result.peak_rss_mib:.0f} MiB",

@@ -25,8 +25,8 @@ def test_a_checkpoint_is_played_both_ways_on_the_same_env_seeds(tmp_path, capsys
 def test_the_mean_action_replays_exactly_and_sampling_differs(tmp_path):
     env = VecNormalize(DummyVecEnv([lambda: gym.make("Pendulum-v1")]), training=False, norm_reward=False)
     model = PPO("MlpPolicy", env, n_steps=32, batch_size=32, seed=0, device="cpu")
-    first, falls = mean_vs_sampled.play(model, env, 2, 5, deterministic=True)
-    again, _ = mean_vs_sampled.play(model, env, 2, 5, deterministic=True)
-    sampled, _ = mean_vs_sampled.play(model, env, 2, 5, deterministic=False)
+    first, falls = mean_vs_sampled.play_from_seeds(model, env, 2, 5, deterministic=True)
+    again, _ = mean_vs_sampled.play_from_seeds(model, env, 2, 5, deterministic=True)
+    sampled, _ = mean_vs_sampled.play_from_seeds(model, env, 2, 5, deterministic=False)
     assert first == again and falls == 0
     assert not np.allclose(first, sampled)

@@ -122,8 +122,25 @@ def test_the_contenders_commands_and_their_order():
         assert contender.environment()["OMP_NUM_THREADS"] == "1"
     assert [c.name for c in time_to_score.running_order([ours, sb3], 0)] == ["ours", "sb3"]
     assert [c.name for c in time_to_score.running_order([ours, sb3], 1)] == ["sb3", "ours"]
+    assert [c.name for c in time_to_score.running_order([ours, sb3], 1, ours_first=True)] == ["ours", "sb3"]
     with pytest.raises(SystemExit):
         time_to_score.parse_args(["--env", "E", "--threshold", "1", "--root", "r", "--eval-freq", "0"])
+    with pytest.raises(SystemExit):
+        time_to_score.parse_args(["--env", "E", "--threshold", "1", "--root", "r", "--sb3-stop-multiple", "0"])
+
+
+def test_sb3s_run_stops_at_the_multiple_of_ours_or_the_time_limit_whichever_is_first():
+    ours = result("ours", 0, 120.0, 125.0)
+    assert time_to_score.sb3_time_limit(None, 4.0, ours) == (8.0, "stopped at 4 x ours")
+    assert time_to_score.sb3_time_limit(30.0, 4.0, ours) == (8.0, "stopped at 4 x ours")
+    assert time_to_score.sb3_time_limit(5.0, 4.0, ours) == (5.0, "time limit")
+    # No multiple asked for, or ours never reached the threshold (nothing to take a multiple of): the time limit alone.
+    assert time_to_score.sb3_time_limit(30.0, None, ours) == (30.0, "time limit")
+    assert time_to_score.sb3_time_limit(30.0, 4.0, result("ours", 0, None, 600.0)) == (30.0, "time limit")
+    assert time_to_score.sb3_time_limit(None, 4.0, None) == (None, "time limit")
+    # SB3 stopped at 4x ours without reaching it: the ratio is a bound near 1/4.
+    stopped = result("sb3", 0, None, 481.0)
+    assert time_to_score.seed_ratio(ours, stopped) == ("< 0.25 (SB3 did not reach it)", None)
 
 
 def test_a_process_tree_is_measured_and_stopped_whole():
@@ -173,3 +190,21 @@ def test_a_real_run_is_stopped_at_the_threshold(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert out.startswith("    python benchmarks/time_to_score.py --env CartPole-v1 --threshold 15")
     assert f"| CartPole-v1 | 0 | ours | subproc | yes | {run.steps_at_threshold} |" in out
+
+
+def test_with_a_stop_multiple_ours_runs_first_and_sb3_gets_that_multiple_of_our_time(monkeypatch):
+    calls = []
+
+    def fake_run(contender, env_id, seed, root, **kwargs):
+        calls.append((contender.name, seed, kwargs["max_minutes"], kwargs["time_limit_outcome"]))
+        return result(contender.name, seed, 60.0 if contender.name == "ours" else None, 240.0)
+
+    monkeypatch.setattr(time_to_score, "run_contender", fake_run)
+    argv = ["--env", "E-v0", "--threshold", "1", "--root", "r", "--seeds", "0", "1", "--sb3-stop-multiple", "4"]
+    time_to_score.run_benchmark(time_to_score.parse_args([*argv, "--max-minutes", "30"]))
+    assert calls == [
+        ("ours", 0, 30.0, "time limit"),
+        ("sb3", 0, 4.0, "stopped at 4 x ours"),
+        ("ours", 1, 30.0, "time limit"),
+        ("sb3", 1, 4.0, "stopped at 4 x ours"),
+    ]

@@ -24,27 +24,21 @@ import torch as th
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
 import sb3_ppo_ext.envs  # noqa: F401  (registers the bundled tasks)
+from sb3_ppo_ext.pretrained.playing import play
 from sb3_ppo_ext.safe_loading import load_vecnormalize_without_pickles, load_without_pickles
 
 
-def play(model: Any, env: VecNormalize, episodes: int, env_seed: int, *, deterministic: bool) -> tuple[list[float], int]:
-    """Returns (the unnormalised return of each episode, the number of falls)."""
-    returns, falls = [], 0
-    limit = env.get_attr("spec")[0].max_episode_steps
+def play_from_seeds(
+    model: Any, env: VecNormalize, episodes: int, env_seed: int, *, deterministic: bool
+) -> tuple[list[float], int]:
+    """Play episode ``i`` from env seed ``env_seed + i`` (:func:`sb3_ppo_ext.pretrained.playing.play`, one episode
+    each); returns the unnormalised return of each episode and the number of falls (episodes ended before the time
+    limit)."""
+    played = []
     for episode in range(episodes):
         env.seed(env_seed + episode)
-        observation: Any = env.reset()
-        total, length = 0.0, 0
-        while True:
-            action, _ = model.predict(observation, deterministic=deterministic)
-            observation, _, done, _ = env.step(action)
-            total += float(env.get_original_reward()[0])
-            length += 1
-            if done[0]:
-                break
-        returns.append(total)
-        falls += int(limit is not None and length < limit)
-    return returns, falls
+        played += play(model, env, 1 << 62, deterministic=deterministic, n_episodes=1)
+    return [episode["return"] for episode in played], sum(not episode["truncated"] for episode in played)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -61,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     env.training, env.norm_reward = False, False
     model = load_without_pickles(stem.format("") + ".zip", env, device="cpu")
     for deterministic in (True, False):
-        returns, falls = play(model, env, args.episodes, args.env_seed, deterministic=deterministic)
+        returns, falls = play_from_seeds(model, env, args.episodes, args.env_seed, deterministic=deterministic)
         mode = "mean action" if deterministic else "sampled actions"
         print(
             f"{args.steps} steps, {mode}: {np.mean(returns):.0f} +- {np.std(returns):.0f} over {args.episodes} "
