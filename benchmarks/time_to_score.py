@@ -42,13 +42,15 @@ threshold. ``--csv`` writes the rows to a file too. Each run's folder is ``<root
 ``train.log``; a folder left by an earlier run is moved aside first.
 
 The full run for Walker2D (seeds 0 and 1 on the 2-core development machine with the Walker2D block bundled since
-2026-12-05: 180 s and 174 s for ours, 991 s and 807 s for SB3; docs/results/walker2d_results.md). The Humanoid,
-SB3's PPO on our block (hours per run; 64 PyBullet processes for SB3, about 14 GB)::
+2026-12-05: 180 s and 174 s for ours, 991 s and 807 s for SB3; docs/results/walker2d_results.md). The Humanoid
+against SB3's PPO with rl-zoo3's HumanoidBulletEnv-v0 block, SB3's run stopped at 4 times our time to 2500 (hours
+per run); ``--sb3-conf zoo_configs/ppo_ext.yml`` instead gives SB3's PPO our block (64 PyBullet processes for SB3,
+about 14 GB)::
 
     python benchmarks/time_to_score.py --env sb3_ppo_ext/Walker2D-v0 --threshold 2000 --seeds 0 1 2 \\
         --eval-freq 50000 --root ~/runs/time_to_score/walker --csv docs/results/time_to_score_walker.csv
     python benchmarks/time_to_score.py --env sb3_ppo_ext/Humanoid-v0 --threshold 2500 --seeds 0 1 \\
-        --eval-freq 100000 --sb3-conf zoo_configs/ppo_ext.yml --root ~/runs/time_to_score/humanoid \\
+        --eval-freq 100000 --sb3-stop-multiple 4 --root ~/runs/time_to_score/humanoid \\
         --csv docs/results/time_to_score_humanoid.csv
 
 A smoke run (seconds; our PPO only, since the reference config has no CartPole block)::
